@@ -1,0 +1,126 @@
+"""The engine interface every backend implements (embedded PyTorch, vLLM).
+
+An engine takes a :class:`Request`, streams :class:`Chunk` deltas from ``generate()`` and stops a request when
+``abort(request_id)`` is called or the consumer of ``generate()`` goes away (``CancelledError``/``GeneratorExit``).
+Counters use vLLM's vocabulary for speculation (arXiv 2211.17192): *draft* tokens proposed by a proposer,
+*accepted* draft tokens, and the *bonus* token the target adds after the last accepted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Protocol, Sequence, runtime_checkable
+
+
+class EngineError(RuntimeError):
+    """A request failed inside the engine (bad request, engine crash); the message is meant for the user."""
+
+
+@dataclass(frozen=True)
+class Request:
+    request_id: str
+    prompt: str | Sequence[int]          # text, or token ids of the engine's tokenizer
+    max_new_tokens: int = 64
+    stop: tuple[str, ...] = ()           # generation ends before the first occurrence of any of these
+    temperature: float = 0.0             # 0 = greedy
+    top_p: float = 1.0
+    seed: int | None = None
+    cache_key: str | None = None         # scope of KV-cache reuse across requests (e.g. the document URI)
+
+    def __post_init__(self) -> None:
+        if not self.request_id:
+            raise ValueError("request_id must be a non-empty string")
+        if self.max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One streamed delta. The last chunk of a request has ``finished=True`` and a ``finish_reason``."""
+
+    request_id: str
+    text: str = ""                       # new text since the previous chunk (stop strings removed)
+    token_ids: tuple[int, ...] = ()      # new token ids since the previous chunk
+    finished: bool = False
+    finish_reason: str | None = None     # "stop" | "length" | "abort"
+
+
+@dataclass
+class Counters:
+    requests_started: int = 0
+    requests_finished: int = 0
+    requests_aborted: int = 0
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0        # prompt tokens whose KV came from the cache instead of a prefill
+    generated_tokens: int = 0
+    draft_tokens: int = 0                # draft tokens proposed
+    accepted_tokens: int = 0             # draft tokens accepted by the target
+    draft_per_position: list[int] = field(default_factory=list)     # proposed at position i of a draft
+    accepted_per_position: list[int] = field(default_factory=list)  # accepted at position i of a draft
+    wasted_tokens: int = 0               # tokens generated for requests that were later aborted
+
+    def record_draft(self, proposed: int, accepted: int) -> None:
+        """Count one verification step: ``proposed`` draft tokens of which the first ``accepted`` were kept."""
+        for lst, n in ((self.draft_per_position, proposed), (self.accepted_per_position, accepted)):
+            if len(lst) < proposed:
+                lst.extend([0] * (proposed - len(lst)))
+            for i in range(n):
+                lst[i] += 1
+        self.draft_tokens += proposed
+        self.accepted_tokens += accepted
+
+    def snapshot(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["acceptance_rate"] = self.accepted_tokens / self.draft_tokens if self.draft_tokens else None
+        d["acceptance_per_position"] = [
+            a / p if p else None for a, p in zip(self.accepted_per_position, self.draft_per_position)
+        ]
+        return d
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What the language server and the benchmarks need from a backend."""
+
+    name: str
+
+    def generate(self, request: Request) -> AsyncIterator[Chunk]:
+        """Stream the completion of ``request``; closing the iterator aborts the request."""
+        ...
+
+    async def abort(self, request_id: str) -> None:
+        """Stop ``request_id`` within one decode step and free its resources; unknown ids are ignored."""
+        ...
+
+    def counters(self) -> dict:
+        """A snapshot of :class:`Counters` (plus ``acceptance_rate`` and ``acceptance_per_position``)."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens ``text`` takes in this engine's tokenizer (for prompt budgets)."""
+        ...
+
+    async def close(self) -> None:
+        ...
+
+
+def apply_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """Cut ``text`` before the earliest stop string. Returns (text, stopped)."""
+    cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+def held_back(text: str, stop: Sequence[str]) -> int:
+    """How many trailing characters of ``text`` could be the start of a stop string (not yet safe to stream)."""
+    n = 0
+    for s in stop:
+        for k in range(min(len(s) - 1, len(text)), 0, -1):
+            if text.endswith(s[:k]):
+                n = max(n, k)
+                break
+    return n

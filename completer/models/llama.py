@@ -1,0 +1,309 @@
+"""A Llama-architecture causal LM in one file, loading and saving Hugging Face checkpoints.
+
+Covers ``LlamaForCausalLM`` and ``Qwen2ForCausalLM`` (Qwen2 = Llama + bias on q/k/v), so the house pair and real
+code models (Qwen2.5-Coder) run on the same code. Parameter names equal Hugging Face's, so a state dict saved here
+is a checkpoint transformers and vLLM load. The KV cache is preallocated per request and indexed by position, so
+rolling back rejected draft tokens or reusing a common prompt prefix is only a change of ``cache.length``.
+
+Shapes: B batch, T new tokens, S cached + new positions, H query heads, Hkv key/value heads, D head dim, V vocab.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2"}
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int = 8192
+    hidden_size: int = 256
+    intermediate_size: int = 688
+    num_hidden_layers: int = 8
+    num_attention_heads: int = 8
+    num_key_value_heads: int = 4
+    head_dim: int | None = None
+    max_position_embeddings: int = 2048
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    tie_word_embeddings: bool = True
+    attention_bias: bool = False          # Qwen2: True (q/k/v only)
+    model_type: str = "llama"
+    bos_token_id: int | None = None
+    eos_token_id: int | list[int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.head_dim is None:
+            self.head_dim = self.hidden_size // self.num_attention_heads
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
+
+    @classmethod
+    def from_hf(cls, d: dict) -> "ModelConfig":
+        arch = (d.get("architectures") or ["LlamaForCausalLM"])[0]
+        if arch not in ARCHITECTURES:
+            raise ValueError(f"unsupported architecture {arch!r}; supported: {', '.join(ARCHITECTURES)}")
+        scaling = d.get("rope_scaling")
+        if scaling and scaling.get("rope_type", scaling.get("type")) not in (None, "default"):
+            raise ValueError(f"unsupported rope_scaling {scaling!r}")
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        kw["model_type"] = ARCHITECTURES[arch]
+        if kw["model_type"] == "qwen2":
+            kw["attention_bias"] = True
+        kw.setdefault("num_key_value_heads", d.get("num_attention_heads", cls.num_attention_heads))
+        if "rope_theta" not in kw and isinstance(d.get("rope_parameters"), dict):
+            kw["rope_theta"] = d["rope_parameters"].get("rope_theta", cls.rope_theta)
+        return cls(**kw)
+
+    def to_hf(self) -> dict:
+        d = asdict(self)
+        arch = {v: k for k, v in ARCHITECTURES.items()}[self.model_type]
+        d.update(architectures=[arch], hidden_act="silu", torch_dtype="float32", attention_dropout=0.0,
+                 initializer_range=0.02, use_cache=True, rope_scaling=None)
+        if self.model_type == "qwen2":
+            d.pop("attention_bias")
+            d.update(use_sliding_window=False, sliding_window=None, max_window_layers=self.num_hidden_layers)
+        else:
+            d.update(mlp_bias=False, pretraining_tp=1)
+        return d
+
+    def num_parameters(self) -> int:
+        h, i, n = self.hidden_size, self.intermediate_size, self.num_hidden_layers
+        q, kv = self.num_attention_heads * self.head_dim, self.num_key_value_heads * self.head_dim
+        per_layer = h * q + 2 * h * kv + q * h + 3 * h * i + 2 * h
+        emb = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
+        return n * per_layer + emb + h
+
+
+class KVCache:
+    """Keys and values for every layer of one sequence (B=1 in serving), indexed by absolute position."""
+
+    def __init__(self, config: ModelConfig, batch: int = 1, capacity: int = 256,
+                 device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32):
+        self.config, self.batch, self.device, self.dtype = config, batch, device, dtype
+        self.length = 0                                      # valid positions: [0, length)
+        self.tokens: list[int] = []                          # the token ids at those positions (batch 1)
+        c = config
+        self.capacity = capacity
+        shape = (c.num_hidden_layers, batch, c.num_key_value_heads, capacity, c.head_dim)  # L,B,Hkv,S,D
+        self.k = torch.zeros(shape, device=device, dtype=dtype)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+
+    def ensure(self, needed: int) -> None:
+        """Grow the buffers (doubling) so that ``needed`` positions fit."""
+        if needed > self.config.max_position_embeddings:
+            raise ValueError(f"sequence of {needed} tokens exceeds the model's "
+                             f"{self.config.max_position_embeddings} positions")
+        if needed > self.capacity:
+            new = min(max(needed, 2 * self.capacity), self.config.max_position_embeddings)
+            pad = (0, 0, 0, new - self.capacity)             # pad dim S of [L,B,Hkv,S,D]
+            self.k, self.v = F.pad(self.k, pad), F.pad(self.v, pad)
+            self.capacity = new
+
+    def truncate(self, length: int) -> None:
+        """Forget positions >= length (rejected draft tokens, or the part of a prompt that changed)."""
+        self.length = min(self.length, length)
+        del self.tokens[self.length:]
+
+    def nbytes(self) -> int:
+        return self.k.nbytes + self.v.nbytes
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+def rope_tables(config: ModelConfig, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    d = config.head_dim
+    inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=device) / d))
+    t = torch.arange(config.max_position_embeddings, dtype=torch.float32, device=device)
+    freqs = torch.outer(t, inv_freq)
+    emb = torch.cat([freqs, freqs], dim=-1)                  # [P, D] (rotate-half layout, as Hugging Face)
+    return emb.cos(), emb.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # x: [B, H, T, D]; cos/sin: [T, D]
+    x1, x2 = x.chunk(2, dim=-1)
+    rotated = torch.cat([-x2, x1], dim=-1)
+    return x * cos + rotated * sin
+
+
+class Attention(nn.Module):
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.c = c
+        q, kv = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
+        self.q_proj = nn.Linear(c.hidden_size, q, bias=c.attention_bias)
+        self.k_proj = nn.Linear(c.hidden_size, kv, bias=c.attention_bias)
+        self.v_proj = nn.Linear(c.hidden_size, kv, bias=c.attention_bias)
+        self.o_proj = nn.Linear(q, c.hidden_size, bias=False)
+
+    def forward(self, x, cos, sin, layer: int, cache: KVCache | None, start: int) -> torch.Tensor:
+        c = self.c
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, c.num_attention_heads, c.head_dim).transpose(1, 2)    # [B,H,T,D]
+        k = self.k_proj(x).view(B, T, c.num_key_value_heads, c.head_dim).transpose(1, 2)   # [B,Hkv,T,D]
+        v = self.v_proj(x).view(B, T, c.num_key_value_heads, c.head_dim).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is not None:
+            cache.k[layer, :, :, start:start + T] = k
+            cache.v[layer, :, :, start:start + T] = v
+            k = cache.k[layer, :, :, : start + T]                                            # [B,Hkv,S,D]
+            v = cache.v[layer, :, :, : start + T]
+        rep = c.num_attention_heads // c.num_key_value_heads
+        if rep > 1:
+            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)          # [B,H,S,D]
+        if start == 0:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # query i sits at absolute position start+i and sees keys 0..start+i
+            S = start + T
+            mask = torch.arange(S, device=x.device)[None, :] <= (start + torch.arange(T, device=x.device))[:, None]
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)                      # [B,H,T,D]
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.self_attn = Attention(c)
+        self.mlp = MLP(c)
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+
+    def forward(self, x, cos, sin, layer, cache, start):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, layer, cache, start)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Backbone(nn.Module):  # Hugging Face's ``model.`` prefix
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.num_hidden_layers))
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.model = Backbone(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        if config.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+        cos, sin = rope_tables(config)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+
+    def init_weights(self, seed: int = 0) -> None:
+        g = torch.Generator().manual_seed(seed)
+        for name, p in self.named_parameters():
+            if p.dim() == 1:
+                nn.init.ones_(p) if name.endswith("layernorm.weight") or name.endswith("norm.weight") else nn.init.zeros_(p)
+            else:
+                std = 0.02 / math.sqrt(2 * self.config.num_hidden_layers) if name.endswith(("o_proj.weight", "down_proj.weight")) else 0.02
+                with torch.no_grad():
+                    p.copy_(torch.randn(p.shape, generator=g) * std)
+
+    def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None,
+                last_only: bool = False) -> torch.Tensor:
+        """input_ids [B, T] -> logits [B, T, V] (or [B, 1, V] with last_only).
+
+        With a cache, the new tokens go at positions cache.length .. cache.length+T-1 and cache.length advances.
+        """
+        B, T = input_ids.shape
+        start = cache.length if cache is not None else 0
+        if cache is not None:
+            cache.ensure(start + T)
+        elif T > self.config.max_position_embeddings:
+            raise ValueError(f"{T} tokens exceed the model's {self.config.max_position_embeddings} positions")
+        cos, sin = self.rope_cos[start:start + T], self.rope_sin[start:start + T]
+        x = self.model.embed_tokens(input_ids)                                                # [B,T,h]
+        for i, layer in enumerate(self.model.layers):
+            x = layer(x, cos, sin, i, cache, start)
+        if last_only:
+            x = x[:, -1:]
+        logits = self.lm_head(self.model.norm(x))                                             # [B,T,V]
+        if cache is not None:
+            cache.length = start + T
+            if B == 1:
+                cache.tokens.extend(input_ids[0].tolist())
+        return logits
+
+    def new_cache(self, capacity: int = 256) -> KVCache:
+        p = next(self.parameters())
+        return KVCache(self.config, capacity=capacity, device=p.device, dtype=p.dtype)
+
+    # --- Hugging Face checkpoint folders -----------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu",
+                        dtype: torch.dtype = torch.float32) -> "LlamaForCausalLM":
+        from safetensors.torch import load_file
+
+        path = Path(path)
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"{path} is not a model folder (no config.json)")
+        config = ModelConfig.from_hf(json.loads((path / "config.json").read_text()))
+        with torch.device("meta"):
+            model = cls(config)
+        state: dict[str, torch.Tensor] = {}
+        files = sorted(path.glob("*.safetensors"))
+        if not files:
+            raise FileNotFoundError(f"no *.safetensors weights in {path}")
+        for f in files:
+            state.update(load_file(str(f)))
+        if config.tie_word_embeddings:
+            state.pop("lm_head.weight", None)
+        missing = set(dict(model.named_parameters())) - set(state) - ({"lm_head.weight"} if config.tie_word_embeddings else set())
+        if missing:
+            raise ValueError(f"checkpoint {path} lacks {sorted(missing)[:5]}")
+        model = model.to_empty(device=device)
+        model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False, assign=False)
+        if config.tie_word_embeddings:
+            model.lm_head.weight = model.model.embed_tokens.weight
+        cos, sin = rope_tables(config, device=device)
+        model.rope_cos, model.rope_sin = cos, sin
+        return model.to(dtype).eval()
+
+    def save_pretrained(self, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> None:
+        from safetensors.torch import save_file
+
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().to("cpu", dtype).contiguous() for k, v in self.state_dict().items()}
+        if self.config.tie_word_embeddings:
+            state.pop("lm_head.weight", None)
+        save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
+        cfg = self.config.to_hf()
+        cfg["torch_dtype"] = str(dtype).removeprefix("torch.")
+        (path / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
