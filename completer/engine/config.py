@@ -1,0 +1,51 @@
+"""Engine settings shared by every backend, the CLI and the language server's initialization options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+BACKENDS = ("torch", "vllm")
+SPECULATION = ("none", "draft", "ngram", "draft+ngram")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    backend: str = "torch"                    # "torch" (embedded, CPU or CUDA) | "vllm"
+    model: str = "house:target"               # model folder, hub id, or "house:<name>" for a shipped model
+    draft: str | None = "house:draft"         # draft model for speculation="draft"/"draft+ngram"
+    speculation: str = "draft"                # "none" | "draft" | "ngram" | "draft+ngram"
+    num_speculative_tokens: int | str = "adaptive"   # k, or "adaptive" (k follows the observed acceptance)
+    max_speculative_tokens: int = 8           # upper bound for adaptive k
+    ngram_min: int = 2                        # prompt lookup: shortest / longest n-gram to match
+    ngram_max: int = 4
+    prefix_cache: bool = True                 # reuse the KV cache of the longest common prompt prefix
+    device: str = "auto"                      # "auto" | "cpu" | "cuda" | "cuda:N"
+    dtype: str = "auto"                       # "auto" | "float32" | "bfloat16" | "float16"
+    tensor_parallel_size: int = 1             # vLLM only
+    gpu_memory_utilization: float = 0.85      # vLLM only
+    enforce_eager: bool = False               # vLLM only: False = CUDA graphs
+    load_format: str = "auto"                 # vLLM only: "dummy" = random weights at real shapes
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.speculation not in SPECULATION:
+            raise ValueError(f"speculation must be one of {SPECULATION}, got {self.speculation!r}")
+        k = self.num_speculative_tokens
+        if not (k == "adaptive" or (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= 32)):
+            raise ValueError(f"num_speculative_tokens must be 'adaptive' or an integer 1..32, got {k!r}")
+        if "draft" in self.speculation and not self.draft:
+            raise ValueError(f"speculation={self.speculation!r} needs a draft model")
+        if not 1 <= self.ngram_min <= self.ngram_max:
+            raise ValueError("need 1 <= ngram_min <= ngram_max")
+        if self.tensor_parallel_size < 1:
+            raise ValueError("tensor_parallel_size must be >= 1")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EngineConfig":
+        """Build from user settings; unknown keys are an error that names them."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown engine setting(s) {unknown}; known: {sorted(known)}")
+        return cls(**d)

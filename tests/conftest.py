@@ -1,0 +1,1 @@
+"""Shared test settings. Each area keeps its own fixtures in tests/<area>/conftest.py."""
