@@ -1,0 +1,350 @@
+"""The embedded PyTorch backend: our Llama/Qwen2 model, speculative decoding, KV-cache reuse, streaming.
+
+One background scheduler task (vLLM ``async_llm.py`` style) owns every running request and steps them in turn,
+one decode/speculation step each, so requests interleave step by step. Model steps run in a single worker thread
+(off the event loop, so a language server on the same loop stays responsive). ``generate()`` only reads the
+request's queue. An abort (or closing the generator) marks the request; the scheduler drops it before its next
+step, so it costs at most the step already running, and frees its caches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import AsyncIterator
+
+import torch
+from tokenizers import Tokenizer
+
+from ..models import resolve_model
+from ..models.llama import KVCache, LlamaForCausalLM
+from ..spec import DraftProposer, Sampling, decode_one, make_schedule, prefill, propose_ngram, speculative_step
+from .base import Chunk, Counters, EngineError, Request, apply_stop, held_back
+from .config import EngineConfig
+
+STOP_TOKENS = ("<|endoftext|>", "<|file_sep|>", "<|fim_pad|>", "<|im_end|>", "</s>", "<|eot_id|>")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+CACHE_KEYS = 8          # documents whose KV caches are kept for reuse (LRU)
+DETOK_CONTEXT = 4       # prompt tokens decoded with the output so that leading spaces/merges come out right
+
+
+def pick_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise EngineError(f"device {device!r} requested but CUDA is not available")
+    return torch.device(device)
+
+
+def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if dtype not in DTYPES:
+        raise EngineError(f"dtype must be one of auto, {', '.join(DTYPES)}; got {dtype!r}")
+    return DTYPES[dtype]
+
+
+def load_tokenizer(folder: Path) -> Tokenizer:
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        raise EngineError(f"{folder} has no tokenizer.json")
+    return Tokenizer.from_file(str(path))
+
+
+@dataclass
+class _Caches:
+    target: KVCache
+    draft: KVCache | None
+
+
+@dataclass
+class _Running:
+    request: Request
+    queue: asyncio.Queue
+    prompt: list[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)        # prompt + generated (committed)
+    generated: list[int] = field(default_factory=list)
+    caches: _Caches | None = None
+    sampling: Sampling | None = None
+    schedule: object = None
+    emitted: int = 0                                        # characters of output text already streamed
+    pending_ids: list[int] = field(default_factory=list)    # token ids not yet sent (their text is held back)
+    aborted: bool = False
+    done: bool = False
+
+
+class TorchEngine:
+    name = "torch"
+
+    def __init__(self, config: EngineConfig):
+        self.config = config
+        self.device = pick_device(config.device)
+        self.dtype = pick_dtype(config.dtype, self.device)
+        try:
+            self.model_path = resolve_model(config.model)
+        except FileNotFoundError as e:
+            raise EngineError(str(e)) from e
+        self.tokenizer = load_tokenizer(self.model_path)
+        self.target = LlamaForCausalLM.from_pretrained(self.model_path, self.device, self.dtype)
+        vocab = self.tokenizer.get_vocab_size(with_added_tokens=True)
+        self.n_vocab = min(vocab, self.target.config.vocab_size)
+        self.draft: LlamaForCausalLM | None = None
+        if "draft" in config.speculation:
+            try:
+                draft_path = resolve_model(config.draft)
+            except FileNotFoundError as e:
+                raise EngineError(f"draft model: {e}") from e
+            dtok = load_tokenizer(draft_path) if (draft_path / "tokenizer.json").is_file() else self.tokenizer
+            if dtok.get_vocab(with_added_tokens=True) != self.tokenizer.get_vocab(with_added_tokens=True):
+                raise EngineError(f"draft model {config.draft!r} has a different vocabulary than target "
+                                  f"{config.model!r}; speculative decoding needs a shared tokenizer")
+            self.draft = LlamaForCausalLM.from_pretrained(draft_path, self.device, self.dtype)
+            self.n_vocab = min(self.n_vocab, self.draft.config.vocab_size)
+            self.proposer = DraftProposer(self.draft, self.n_vocab)
+        self.stop_ids = self._stop_ids()
+        self._counters = Counters()
+        self._running: dict[str, _Running] = {}
+        self._cache_lru: OrderedDict[str, _Caches] = OrderedDict()
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="torch-engine")
+        self._task: asyncio.Task | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._closed = False
+
+    # --- Engine protocol ----------------------------------------------------------------------------------
+    async def generate(self, request: Request) -> AsyncIterator[Chunk]:
+        if self._closed:
+            raise EngineError("engine is closed")
+        if request.request_id in self._running:
+            raise EngineError(f"request id {request.request_id!r} is already running")
+        run = _Running(request, asyncio.Queue())
+        run.prompt = self._prompt_ids(request)
+        self._running[request.request_id] = run
+        self._counters.requests_started += 1
+        self._ensure_scheduler()
+        self._wakeup.set()
+        try:
+            while True:
+                chunk = await run.queue.get()
+                if isinstance(chunk, BaseException):
+                    raise chunk
+                yield chunk
+                if chunk.finished:
+                    return
+        finally:
+            if not run.done:                      # consumer went away (GeneratorExit / CancelledError)
+                self._mark_aborted(run)
+
+    async def abort(self, request_id: str) -> None:
+        run = self._running.get(request_id)
+        if run is not None and not run.done:
+            self._mark_aborted(run)
+
+    def counters(self) -> dict:
+        return self._counters.snapshot()
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    async def close(self) -> None:
+        self._closed = True
+        for run in list(self._running.values()):
+            self._mark_aborted(run)
+        if self._task is not None and not self._task.done():
+            self._wakeup.set()
+            try:
+                await asyncio.wait_for(self._task, timeout=30)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                self._task.cancel()
+        self._pool.shutdown(wait=True)
+        self._cache_lru.clear()
+
+    # --- helpers ------------------------------------------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=True).ids
+
+    def _stop_ids(self) -> set[int]:
+        ids = set()
+        for t in STOP_TOKENS:
+            i = self.tokenizer.token_to_id(t)
+            if i is not None:
+                ids.add(i)
+        eos = json.loads((self.model_path / "config.json").read_text()).get("eos_token_id")
+        ids.update([eos] if isinstance(eos, int) else (eos or []))
+        return ids
+
+    def _prompt_ids(self, request: Request) -> list[int]:
+        if isinstance(request.prompt, str):
+            ids = self.encode(request.prompt)
+        else:
+            ids = [int(t) for t in request.prompt]
+            bad = [t for t in ids if not 0 <= t < self.n_vocab]
+            if bad:
+                raise EngineError(f"prompt token ids out of range 0..{self.n_vocab - 1}: {bad[:5]}")
+        if not ids:
+            raise EngineError("empty prompt")
+        limit = self.target.config.max_position_embeddings - 1
+        if len(ids) > limit:
+            raise EngineError(f"prompt of {len(ids)} tokens exceeds the model's context of "
+                              f"{self.target.config.max_position_embeddings} positions")
+        return ids
+
+    def _mark_aborted(self, run: _Running) -> None:
+        if run.aborted or run.done:
+            return
+        run.aborted = True
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def _ensure_scheduler(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
+            self._wakeup = asyncio.Event()
+            self._task = loop.create_task(self._scheduler(), name="torch-engine-scheduler")
+
+    # --- the scheduler ------------------------------------------------------------------------------------
+    async def _scheduler(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            for run in list(self._running.values()):
+                if run.aborted:
+                    self._finish_aborted(run)
+            if not self._running:
+                if self._closed:
+                    return
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            for run in list(self._running.values()):          # one step each, round robin
+                if run.aborted or run.done:
+                    continue
+                try:
+                    new = await loop.run_in_executor(self._pool, self._step, run)
+                except Exception as e:  # a failing request must not take the engine down
+                    self._fail(run, e)
+                    continue
+                if run.aborted:                                # aborted during its step: drop the output
+                    self._finish_aborted(run)
+                    continue
+                self._commit(run, new)
+
+    def _fail(self, run: _Running, e: Exception) -> None:
+        run.done = True
+        self._running.pop(run.request.request_id, None)
+        self._release(run)
+        self._counters.requests_finished += 1
+        run.queue.put_nowait(e if isinstance(e, EngineError) else EngineError(f"{type(e).__name__}: {e}"))
+
+    def _finish_aborted(self, run: _Running) -> None:
+        run.done = True
+        self._running.pop(run.request.request_id, None)
+        self._counters.requests_aborted += 1
+        self._counters.wasted_tokens += len(run.generated)
+        self._release(run)
+        run.queue.put_nowait(Chunk(run.request.request_id, finished=True, finish_reason="abort"))
+
+    # runs in the worker thread: pure model work on this request's own state
+    def _step(self, run: _Running) -> list[int]:
+        req = run.request
+        if run.caches is None:                                 # first step: take the document's caches, prefill
+            run.caches = self._take_caches(req.cache_key)
+            g = None
+            if req.temperature > 0:
+                g = torch.Generator(device=self.device)
+                g.manual_seed(req.seed if req.seed is not None else torch.seed())
+            run.sampling = Sampling(req.temperature, req.top_p, g)
+            run.schedule = make_schedule(self.config.num_speculative_tokens, self.config.max_speculative_tokens)
+            if req.max_new_tokens == 0:
+                return []
+            first, reused = prefill(self.target, run.caches.target, run.prompt, run.sampling, self.n_vocab)
+            self._counters.prompt_tokens += len(run.prompt)
+            self._counters.cached_prompt_tokens += reused
+            run.tokens = list(run.prompt)
+            return [first]
+        if self.config.speculation == "none":
+            return decode_one(self.target, run.caches.target, run.tokens, run.sampling, self.n_vocab).tokens
+        k = min(run.schedule.k, req.max_new_tokens - len(run.generated) - 1)
+        if k < 1:
+            return decode_one(self.target, run.caches.target, run.tokens, run.sampling, self.n_vocab).tokens
+        res = speculative_step(self.target, run.caches.target, run.tokens, lambda t, kk, s: self._propose(run, t, kk, s),
+                               k, run.sampling, self.n_vocab)
+        if res.proposed:
+            self._counters.record_draft(res.proposed, res.accepted)
+            run.schedule.update(res.proposed, res.accepted)
+        return res.tokens
+
+    def _propose(self, run: _Running, tokens, k: int, sampling: Sampling):
+        method = self.config.speculation
+        if method in ("ngram", "draft+ngram"):
+            drafts = propose_ngram(tokens, k, self.config.ngram_min, self.config.ngram_max)
+            if drafts or method == "ngram":
+                return drafts, None                            # one-hot q
+        return self.proposer.propose(run.caches.draft, tokens, k, sampling)
+
+    def _take_caches(self, key: str | None) -> _Caches:
+        if key is not None and self.config.prefix_cache and key in self._cache_lru:
+            return self._cache_lru.pop(key)
+        return _Caches(self.target.new_cache(), self.draft.new_cache() if self.draft is not None else None)
+
+    def _release(self, run: _Running) -> None:
+        caches, run.caches = run.caches, None
+        key = run.request.cache_key
+        if caches is None or key is None or not self.config.prefix_cache or self._closed:
+            return
+        self._cache_lru[key] = caches
+        self._cache_lru.move_to_end(key)
+        while len(self._cache_lru) > CACHE_KEYS:
+            self._cache_lru.popitem(last=False)
+
+    # --- back on the event loop: stream what the step produced --------------------------------------------
+    def _commit(self, run: _Running, new: list[int]) -> None:
+        req = run.request
+        reason = None
+        if req.max_new_tokens == 0:
+            reason = "length"
+            new = []
+        else:
+            new = new[: req.max_new_tokens - len(run.generated)]
+            for i, t in enumerate(new):
+                if t in self.stop_ids:
+                    new, reason = new[:i + 1], "stop"
+                    break
+        self._counters.generated_tokens += len(new)
+        run.tokens.extend(new)
+        run.generated.extend(new)
+        if reason is None and len(run.generated) >= req.max_new_tokens:
+            reason = "length"
+        if reason is None and len(run.tokens) >= self.target.config.max_position_embeddings:
+            reason = "length"
+        visible = [t for t in run.generated if t not in self.stop_ids]
+        text = self._detokenize(run, visible)
+        text, stopped = apply_stop(text, req.stop)
+        if stopped:
+            reason = "stop"
+        if reason is None:
+            if text.endswith("\ufffd"):                        # incomplete UTF-8 sequence: wait for more bytes
+                text = text.rstrip("\ufffd")
+            text = text[: len(text) - held_back(text, req.stop)]
+        delta = text[run.emitted:] if len(text) > run.emitted else ""
+        run.emitted = max(run.emitted, len(text))
+        if reason is not None:
+            run.done = True
+            self._running.pop(req.request_id, None)
+            self._counters.requests_finished += 1
+            self._release(run)
+        run.pending_ids.extend(t for t in new if t not in self.stop_ids)
+        if delta or reason is not None:
+            ids, run.pending_ids = tuple(run.pending_ids), []
+            run.queue.put_nowait(Chunk(req.request_id, delta, ids, reason is not None, reason))
+
+    def _detokenize(self, run: _Running, visible: list[int]) -> str:
+        ctx = run.prompt[-DETOK_CONTEXT:]
+        head = self.tokenizer.decode(ctx, skip_special_tokens=True)
+        full = self.tokenizer.decode(ctx + visible, skip_special_tokens=True)
+        if full.startswith(head) and not head.endswith("\ufffd"):
+            return full[len(head):]
+        return self.tokenizer.decode(visible, skip_special_tokens=True)

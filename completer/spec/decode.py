@@ -1,0 +1,66 @@
+"""One sequence's decoding steps: ``prefill``, ``decode_one`` and ``speculative_step`` (gpt-fast style).
+
+State between steps: ``tokens`` is the committed sequence (prompt + generated); the target cache holds
+``tokens[:-1]`` (the last committed token is fed at the next step). Every step returns the new tokens to commit;
+after it the target cache again holds all committed tokens but the last, so rejected drafts are rolled back with
+``KVCache.truncate``. The draft cache is caught up lazily (``catch_up`` keeps its longest matching prefix).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from ..models.llama import KVCache, LlamaForCausalLM
+from .draft import catch_up
+from .sampling import Sampling
+from .verify import verify_greedy, verify_sampling
+
+# a proposer maps (committed tokens, k, sampling) to (draft tokens, q [k,V] or None for one-hot)
+Proposer = Callable[[Sequence[int], int, Sampling], "tuple[list[int], torch.Tensor | None]"]
+
+
+@dataclass
+class StepResult:
+    tokens: list[int]        # tokens to commit: accepted drafts + one recovered/bonus token
+    proposed: int = 0        # draft tokens proposed in this step
+    accepted: int = 0        # of which accepted
+
+
+@torch.inference_mode()
+def prefill(target: LlamaForCausalLM, cache: KVCache, prompt: Sequence[int], sampling: Sampling,
+            n_vocab: int) -> tuple[int, int]:
+    """Run the prompt (reusing the cache's longest common prefix); returns (first token, reused positions)."""
+    logits, reused = catch_up(target, cache, prompt, n_vocab)
+    return sampling.sample(logits), reused
+
+
+@torch.inference_mode()
+def decode_one(target: LlamaForCausalLM, cache: KVCache, tokens: Sequence[int], sampling: Sampling,
+               n_vocab: int) -> StepResult:
+    """Plain autoregressive step: feed the last committed token, sample the next."""
+    logits, _ = catch_up(target, cache, tokens, n_vocab)
+    return StepResult([sampling.sample(logits)])
+
+
+@torch.inference_mode()
+def speculative_step(target: LlamaForCausalLM, cache: KVCache, tokens: Sequence[int], propose: Proposer,
+                     k: int, sampling: Sampling, n_vocab: int) -> StepResult:
+    """Propose up to k drafts, score them with ONE target forward, accept/reject, add the recovered/bonus token."""
+    k = min(k, target.config.max_position_embeddings - len(tokens))
+    drafts, q = propose(tokens, k, sampling) if k > 0 else ([], None)
+    if not drafts:
+        return decode_one(target, cache, tokens, sampling, n_vocab)
+    base = len(tokens) - 1                                   # target positions kept before this step
+    cache.truncate(base)
+    assert cache.length == base, "target cache must hold the committed tokens but the last"
+    ids = torch.tensor([[tokens[-1], *drafts]], dtype=torch.long, device=cache.device)
+    logits = target(ids, cache=cache)[0, :, :n_vocab]        # [k+1, V]: position i scores drafts[i]
+    if sampling.greedy:
+        accepted, extra = verify_greedy(drafts, logits)
+    else:
+        accepted, extra = verify_sampling(drafts, sampling.probs(logits), q, sampling.generator)
+    cache.truncate(base + 1 + accepted)                      # roll back the rejected drafts
+    return StepResult([*drafts[:accepted], extra], proposed=len(drafts), accepted=accepted)
