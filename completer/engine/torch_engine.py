@@ -132,6 +132,8 @@ class TorchEngine:
                 chunk = await run.queue.get()
                 if isinstance(chunk, BaseException):
                     raise chunk
+                if run.aborted and not chunk.finished:   # queued before the abort: not for the consumer
+                    continue
                 yield chunk
                 if chunk.finished:
                     return

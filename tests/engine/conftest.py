@@ -94,3 +94,19 @@ def make_engine(tiny_pair):
     for eng in made:
         eng._closed = True
         eng._pool.shutdown(wait=False)
+
+
+@pytest.fixture
+def house_engine():
+    """Factory like make_engine, on the shipped house pair."""
+    made = []
+
+    def factory(**kw) -> TorchEngine:
+        eng = TorchEngine(EngineConfig(**{"device": "cpu", **kw}))
+        made.append(eng)
+        return eng
+
+    yield factory
+    for eng in made:
+        eng._closed = True
+        eng._pool.shutdown(wait=False)
