@@ -1,0 +1,123 @@
+"""Typed server settings: ``initializationOptions`` and ``workspace/didChangeConfiguration``.
+
+JSON keys are camelCase; ``engine`` is the :class:`completer.engine.EngineConfig` dict (its own snake_case field
+names). Example with the defaults::
+
+    {"engine": {"backend": "torch", "model": "house:target", "draft": "house:draft", "speculation": "draft", ...},
+     "maxTokens": 64, "debounceMs": 30, "contextBudgetTokens": 1024, "cancelStaleRequests": true,
+     "typeThroughCache": true, "template": "auto", "maxDocumentChars": 2000000, "maxPromptTokens": 4096,
+     "engineStartTimeoutS": 120}
+
+Bad options in ``initialize`` are answered with an ``initialize`` error (-32602, InvalidParams) whose message names
+the bad field; the server keeps running and the client may ``initialize`` again. Bad options in
+``didChangeConfiguration`` (a notification, so no response) are reported with ``window/showMessage`` and the
+previous settings stay in force. Settings may be sent bare or under a ``"completer"`` key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from completer.engine import EngineConfig
+
+
+class ConfigError(ValueError):
+    """A bad setting; the message starts with the setting's name."""
+
+
+def _int(name: str, v: Any, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ConfigError(f"{name}: expected an integer, got {v!r}")
+    if not lo <= v <= hi:
+        raise ConfigError(f"{name}: must be in {lo}..{hi}, got {v}")
+    return v
+
+
+def _number(name: str, v: Any, lo: float, hi: float) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ConfigError(f"{name}: expected a number, got {v!r}")
+    if not lo <= v <= hi:
+        raise ConfigError(f"{name}: must be in {lo}..{hi}, got {v}")
+    return float(v)
+
+
+def _bool(name: str, v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ConfigError(f"{name}: expected true or false, got {v!r}")
+    return v
+
+
+def _str(name: str, v: Any) -> str:
+    if not isinstance(v, str) or not v:
+        raise ConfigError(f"{name}: expected a non-empty string, got {v!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    max_tokens: int = 64                  # new tokens per completion
+    debounce_ms: float = 30.0             # wait before calling the engine (not when answering from cache)
+    context_budget_tokens: int = 1024     # prompt budget given to completer.context.build_prompt
+    cancel_stale_requests: bool = True    # False: every request runs to the end (naive server, for benchmarks)
+    type_through_cache: bool = True       # answer from the last completion when the user types through it
+    template: str = "auto"                # FIM template name for completer.context ("auto" = by model family)
+    max_document_chars: int = 2_000_000   # larger documents are refused with a clear error
+    max_prompt_tokens: int = 4096         # hard cap on the prompt, whatever the context budget says
+    engine_start_timeout_s: float = 120.0  # how long a request waits for the engine to finish loading
+
+    # JSON name -> (field name, validator)
+    _KEYS = {
+        "maxTokens": ("max_tokens", lambda n, v: _int(n, v, 1, 4096)),
+        "debounceMs": ("debounce_ms", lambda n, v: _number(n, v, 0, 10_000)),
+        "contextBudgetTokens": ("context_budget_tokens", lambda n, v: _int(n, v, 16, 1_000_000)),
+        "cancelStaleRequests": ("cancel_stale_requests", _bool),
+        "typeThroughCache": ("type_through_cache", _bool),
+        "template": ("template", _str),
+        "maxDocumentChars": ("max_document_chars", lambda n, v: _int(n, v, 1, 1 << 31)),
+        "maxPromptTokens": ("max_prompt_tokens", lambda n, v: _int(n, v, 16, 1_000_000)),
+        "engineStartTimeoutS": ("engine_start_timeout_s", lambda n, v: _number(n, v, 0.1, 3600)),
+    }
+
+    def updated(self, options: Any, where: str = "initializationOptions") -> "ServerConfig":
+        """A copy with ``options`` (a partial settings dict) applied; ConfigError names the bad field."""
+        if options is None:
+            return self
+        if not isinstance(options, dict):
+            raise ConfigError(f"{where}: expected an object, got {type(options).__name__}")
+        if "completer" in options and isinstance(options["completer"], dict) and len(options) == 1:
+            options = options["completer"]
+        known = {"engine", *self._KEYS}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(f"{where}: unknown setting(s) {unknown}; known: {sorted(known)}")
+        changes: dict[str, Any] = {}
+        for key, value in options.items():
+            name = f"{where}.{key}"
+            if key == "engine":
+                changes["engine"] = _engine(name, self.engine, value)
+            else:
+                fname, check = self._KEYS[key]
+                changes[fname] = check(name, value)
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_options(cls, options: Any) -> "ServerConfig":
+        return cls().updated(options)
+
+    def to_json(self) -> dict:
+        d = {key: getattr(self, fname) for key, (fname, _) in self._KEYS.items()}
+        d["engine"] = dataclasses.asdict(self.engine)
+        return d
+
+
+def _engine(name: str, current: EngineConfig, value: Any) -> EngineConfig:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{name}: expected an object, got {type(value).__name__}")
+    merged = {**dataclasses.asdict(current), **value}
+    try:
+        return EngineConfig.from_dict(merged)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{name}: {e}") from None

@@ -1,0 +1,296 @@
+"""The completer language server: builds the pygls server, registers one module per feature, runs a transport.
+
+``completer-lsp [--stdio | --tcp HOST:PORT | --ws HOST:PORT] [--log-file F] [--log-level L]`` (HOST defaults to
+127.0.0.1). Settings come from ``initializationOptions`` (see :mod:`lsp.config`).
+
+Custom requests (for tests, benchmarks and editors):
+- ``completer/stats`` -> ``{"server": {requests_received, requests_cancelled, requests_superseded,
+  served_from_cache, engine_requests, engine_aborts, completions_served, empty_completions, errors,
+  last_latency_ms, last_engine_ms, inflight}, "engine": <Engine.counters()> | null, "engineReady": bool,
+  "engineError": str | null, "documents": int, "positionEncoding": str}``
+- ``completer/health`` -> ``{"ok": bool, "engineReady": bool, "engineError": str | null}``
+
+Errors: malformed JSON -> -32700 (id null); a message that is not a JSON-RPC request -> -32600; unknown method ->
+-32601; params of the wrong shape, unknown documents, positions past the end of the document or inside a
+character -> -32602; a completion superseded by a newer one, by an edit, or by ``$/cancelRequest`` -> -32800; an
+engine that failed to start -> -32803 (RequestFailed). Bad edits in ``didChange`` (a notification) are refused as
+a whole and reported with ``window/showMessage``; the document keeps its last good text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from typing import Any
+
+from lsprotocol import types
+from pygls.capabilities import ServerCapabilitiesBuilder
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+
+from completer.engine import EngineError
+
+from . import completion, inline, transports
+from .config import ConfigError, ServerConfig
+from .documents import Change, DocumentError, DocumentStore, Snapshot
+from .engine_host import EngineHost, EngineUnavailable
+from .lifecycle import Completion, Lifecycle
+
+log = logging.getLogger("completer.lsp")
+
+VERSION = "0.1.0"
+REQUEST_FAILED = -32803
+
+
+class _Malformed:
+    """A message pygls could not structure (wrong param types); answered with an error instead of dropped."""
+
+    def __init__(self, msg_id: Any, method: str, code: int, message: str):
+        self.id, self.method, self.code, self.message = msg_id, method, code, message
+
+
+class CompleterProtocol(LanguageServerProtocol):
+    """pygls' protocol, plus JSON-RPC errors where pygls only logs, and our own document store."""
+
+    def structure_message(self, data):
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as e:
+            if isinstance(data, dict) and "id" in data and "method" in data:
+                detail = e.__cause__ or e
+                return _Malformed(data["id"], str(data["method"]), JsonRpcInvalidParams.CODE,
+                                  f"invalid params for {data['method']}: {detail}")
+            raise
+
+    def handle_message(self, message):
+        if isinstance(message, _Malformed):
+            self.send_error(message.id, message.code, message.message)
+            return
+        if not hasattr(message, "jsonrpc") or getattr(message, "jsonrpc", None) != self.VERSION:
+            msg_id = message.get("id") if isinstance(message, dict) else None
+            self.send_error(msg_id if isinstance(msg_id, (int, str)) else None, JsonRpcInvalidRequest.CODE,
+                            'invalid request: expected a JSON-RPC 2.0 object with "jsonrpc": "2.0"')
+            return
+        super().handle_message(message)
+
+    def send_error(self, msg_id: Any, code: int, message: str) -> None:
+        self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}})
+
+    @lsp_method(types.EXIT)
+    def lsp_exit(self, *args):
+        """stdio: end the process (pygls). TCP/websocket: end only this client's connection."""
+        hook = getattr(self._server, "exit_hook", None)
+        if hook is None:
+            yield from super().lsp_exit(*args)
+            return
+        hook()
+
+    # Document sync goes to our DocumentStore (positions in the negotiated encoding, versions checked,
+    # all-or-nothing edits) instead of pygls' workspace.
+    @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):
+        self._server.did_open(params)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
+        self._server.did_change(params)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams):
+        self._server.did_close(params)
+
+
+class CompleterServer(LanguageServer):
+    def __init__(self, engine_host: EngineHost | None = None):
+        super().__init__("completer", VERSION, protocol_cls=CompleterProtocol,
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.config = ServerConfig()
+        self.documents = DocumentStore()
+        self.engine_host = engine_host or EngineHost()
+        self.lifecycle = Lifecycle(self.engine_host, lambda: self.config)
+        self.exit_hook = None  # set by the TCP/websocket transports: what `exit` does for one connection
+
+    # --- errors -------------------------------------------------------------------------------------------
+    def report_server_error(self, error: Exception, source) -> None:
+        if isinstance(error, (json.JSONDecodeError, UnicodeDecodeError)):
+            self.protocol.send_error(None, -32700, f"parse error: {error}")
+            return
+        log.error("server error (%s): %s", getattr(source, "__name__", source), error)
+
+    def notify_user(self, message: str, kind: types.MessageType = types.MessageType.Error) -> None:
+        log.warning("%s", message)
+        try:
+            self.window_show_message(types.ShowMessageParams(type=kind, message=f"completer: {message}"))
+        except Exception:  # no transport (client gone)
+            log.exception("could not send showMessage")
+
+    # --- documents ----------------------------------------------------------------------------------------
+    def did_open(self, p: types.DidOpenTextDocumentParams) -> None:
+        d = p.text_document
+        try:
+            if d.uri in self.documents:
+                self.lifecycle.document_changed(d.uri)
+            self.documents.open(d.uri, d.text, d.version, d.language_id)
+        except DocumentError as e:
+            self.notify_user(str(e))
+
+    def did_change(self, p: types.DidChangeTextDocumentParams) -> None:
+        uri = p.text_document.uri
+        changes = []
+        for c in p.content_changes:
+            r = getattr(c, "range", None)
+            changes.append(Change(c.text, None if r is None else
+                                  ((r.start.line, r.start.character), (r.end.line, r.end.character))))
+        self.lifecycle.document_changed(uri)
+        try:
+            self.documents.change(uri, p.text_document.version, changes)
+        except DocumentError as e:
+            self.notify_user(str(e))
+
+    def did_close(self, p: types.DidCloseTextDocumentParams) -> None:
+        self.lifecycle.document_closed(p.text_document.uri)
+        try:
+            self.documents.close(p.text_document.uri)
+        except DocumentError as e:
+            self.notify_user(str(e), types.MessageType.Warning)
+
+    def locate(self, uri: str, position: types.Position) -> tuple[Snapshot, int]:
+        """The document's current snapshot and the offset of ``position``; JSON-RPC -32602 when invalid."""
+        try:
+            snap = self.documents.get(uri)
+            return snap, snap.offset_at(position.line, position.character)
+        except DocumentError as e:
+            raise JsonRpcInvalidParams(str(e)) from None
+
+    def other_documents(self, uri: str) -> list[Snapshot]:
+        return [self.documents.get(u) for u in self.documents.uris() if u != uri]
+
+    async def complete_at(self, uri: str, position: types.Position, method: str) -> Completion:
+        """The lifecycle's completion at ``position``, with engine failures as JSON-RPC errors."""
+        snap, offset = self.locate(uri, position)
+        try:
+            return await self.lifecycle.complete(snap, offset, self.other_documents(uri))
+        except EngineUnavailable as e:
+            raise JsonRpcException(str(e), code=REQUEST_FAILED) from None
+        except (EngineError, ValueError) as e:
+            log.exception("%s failed", method)
+            raise JsonRpcException(f"{method} failed: {e}", code=REQUEST_FAILED) from None
+
+    async def close(self) -> None:
+        """Abort everything in flight (a vanished client, shutdown)."""
+        self.lifecycle.cancel_all()
+        await asyncio.sleep(0)
+
+    # --- settings -----------------------------------------------------------------------------------------
+    def apply_settings(self, settings: Any, where: str) -> None:
+        new = self.config.updated(settings, where)
+        engine_changed = new.engine != self.config.engine
+        self.config = new
+        self.documents.max_chars = new.max_document_chars
+        if engine_changed:
+            self.lifecycle.cancel_all()
+            self.engine_host.start(new.engine)
+
+    def stats(self) -> dict:
+        engine = self.engine_host.engine
+        return {
+            "server": self.lifecycle.snapshot_stats(),
+            "engine": engine.counters() if engine is not None else None,
+            "engineReady": engine is not None,
+            "engineError": self.engine_host.error,
+            "documents": len(self.documents),
+            "positionEncoding": self.documents.encoding,
+            "config": self.config.to_json(),
+        }
+
+
+def build_server(engine_host: EngineHost | None = None) -> CompleterServer:
+    server = CompleterServer(engine_host)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: CompleterServer, params: types.InitializeParams) -> None:
+        try:
+            config = ServerConfig.from_options(params.initialization_options)
+        except ConfigError as e:
+            raise JsonRpcInvalidParams(f"bad initializationOptions: {e}") from None
+        ls.config = config
+        encoding = str(ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities))
+        ls.documents = DocumentStore(encoding, config.max_document_chars)
+        ls.engine_host.start(config.engine)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(ls: CompleterServer, params: types.DidChangeConfigurationParams) -> None:
+        try:
+            ls.apply_settings(params.settings, "settings")
+        except ConfigError as e:
+            ls.notify_user(f"settings not applied: {e}")
+
+    @server.feature(types.SHUTDOWN)
+    async def shutdown(ls: CompleterServer, params: None) -> None:
+        ls.lifecycle.cancel_all()
+        await ls.engine_host.close()
+
+    @server.feature("completer/stats")
+    def stats(ls: CompleterServer, params: Any) -> dict:
+        return ls.stats()
+
+    @server.feature("completer/health")
+    def health(ls: CompleterServer, params: Any) -> dict:
+        return {"ok": ls.engine_host.error is None, "engineReady": ls.engine_host.ready,
+                "engineError": ls.engine_host.error}
+
+    inline.register(server)
+    completion.register(server)
+    return server
+
+
+# --- command line -------------------------------------------------------------------------------------------
+def _host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = "", value
+    try:
+        p = int(port)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT or PORT, got {value!r}") from None
+    if not 0 <= p <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {p}")
+    return host or "127.0.0.1", p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="completer-lsp", description="completer language server")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (default)")
+    g.add_argument("--tcp", type=_host_port, metavar="HOST:PORT", help="listen for TCP clients")
+    g.add_argument("--ws", type=_host_port, metavar="HOST:PORT", help="listen for websocket clients")
+    ap.add_argument("--log-file", help="write the log here (default: stderr)")
+    ap.add_argument("--log-level", default="WARNING",
+                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
+    logging.basicConfig(level=args.log_level, handlers=[handler],
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    host = EngineHost()
+    try:
+        if args.tcp:
+            transports.serve_tcp(lambda: build_server(host), *args.tcp, host)
+        elif args.ws:
+            transports.serve_ws(lambda: build_server(host), *args.ws, host)
+        else:
+            transports.serve_stdio(build_server(host), host)
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

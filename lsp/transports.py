@@ -1,0 +1,100 @@
+"""stdio, TCP and websocket transports, on pygls' message loops (``pygls.io_.run_async`` / ``run_websocket``).
+
+Unlike pygls' ``start_tcp``/``start_ws`` (one protocol for the whole process, and the process ends when the first
+client leaves), every TCP or websocket connection gets its own server (its own documents, settings and request
+lifecycle) and all of them share one :class:`EngineHost`, so the model is loaded once. When a client vanishes
+(EOF, closed socket) its requests in flight are cancelled, which aborts their engine requests. The engine is
+closed when the process ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import threading
+from typing import Callable
+
+from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async, run_websocket
+
+from .engine_host import EngineHost
+
+log = logging.getLogger(__name__)
+
+
+async def _finish(server) -> None:
+    try:
+        await server.close()
+    except Exception:
+        log.exception("closing the connection's server failed")
+
+
+def serve_stdio(server, host: EngineHost) -> None:
+    async def main() -> None:
+        server._stop_event = stop = threading.Event()
+        reader = StdinAsyncReader(sys.stdin.buffer, server.thread_pool)
+        server.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
+        try:
+            await run_async(stop_event=stop, reader=reader, protocol=server.protocol, logger=log,
+                            error_handler=server.report_server_error)
+        finally:
+            log.info("client gone (end of input): aborting its requests")
+            await _finish(server)
+            await host.close()
+
+    try:
+        asyncio.run(main())
+    except BrokenPipeError:
+        log.error("connection to the client is lost")
+    finally:
+        if server._thread_pool is not None:
+            server._thread_pool.shutdown(wait=False, cancel_futures=True)
+
+
+def serve_tcp(make_server: Callable[[], object], bind: str, port: int, host: EngineHost) -> None:
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        server = make_server()
+        server.exit_hook = writer.close
+        server.protocol.set_writer(writer)
+        try:
+            await run_async(stop_event=threading.Event(), reader=reader, protocol=server.protocol, logger=log,
+                            error_handler=server.report_server_error)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            await _finish(server)
+            writer.close()
+
+    async def main() -> None:
+        srv = await asyncio.start_server(connection, bind, port)
+        log.warning("completer-lsp listening on tcp %s", ", ".join(str(s.getsockname()) for s in srv.sockets))
+        try:
+            async with srv:
+                await srv.serve_forever()
+        finally:
+            await host.close()
+
+    asyncio.run(main())
+
+
+def serve_ws(make_server: Callable[[], object], bind: str, port: int, host: EngineHost) -> None:
+    from websockets.asyncio.server import serve
+
+    async def connection(websocket) -> None:
+        server = make_server()
+        server.exit_hook = lambda: asyncio.ensure_future(websocket.close())
+        try:
+            await run_websocket(websocket=websocket, stop_event=threading.Event(), protocol=server.protocol,
+                                logger=log, error_handler=server.report_server_error)
+        finally:
+            await _finish(server)
+
+    async def main() -> None:
+        async with serve(connection, bind, port) as srv:
+            log.warning("completer-lsp listening on ws %s", ", ".join(str(s.getsockname()) for s in srv.sockets))
+            try:
+                await srv.serve_forever()
+            finally:
+                await host.close()
+
+    asyncio.run(main())

@@ -1,0 +1,37 @@
+import pytest
+
+from completer.engine import EngineConfig
+from lsp.config import ConfigError, ServerConfig
+
+
+def test_defaults_and_overrides():
+    cfg = ServerConfig.from_options(None)
+    assert cfg.max_tokens == 64 and cfg.cancel_stale_requests and cfg.engine == EngineConfig()
+    cfg = ServerConfig.from_options({"maxTokens": 8, "debounceMs": 0, "cancelStaleRequests": False,
+                                     "engine": {"prefix_cache": False, "speculation": "ngram"}})
+    assert (cfg.max_tokens, cfg.debounce_ms, cfg.cancel_stale_requests) == (8, 0.0, False)
+    assert cfg.engine.prefix_cache is False and cfg.engine.speculation == "ngram"
+    assert cfg.engine.model == "house:target"          # untouched engine fields keep their values
+    again = cfg.updated({"completer": {"maxTokens": 9}}, "settings")
+    assert again.max_tokens == 9 and again.engine == cfg.engine
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"maxTokens": "many"}, r"initializationOptions\.maxTokens: expected an integer"),
+    ({"maxTokens": 0}, r"maxTokens: must be in 1\.\.4096"),
+    ({"debounceMs": True}, r"debounceMs: expected a number"),
+    ({"cancelStaleRequests": 1}, r"cancelStaleRequests: expected true or false"),
+    ({"nope": 1}, r"unknown setting\(s\) \['nope'\]"),
+    ({"engine": {"speculation": "magic"}}, r"initializationOptions\.engine: speculation must be one of"),
+    ({"engine": {"colour": 1}}, r"engine: unknown engine setting\(s\) \['colour'\]"),
+    ({"engine": []}, r"engine: expected an object"),
+    ([1, 2], r"expected an object, got list"),
+])
+def test_bad_options_name_the_field(options, match):
+    with pytest.raises(ConfigError, match=match):
+        ServerConfig.from_options(options)
+
+
+def test_to_json_round_trips():
+    cfg = ServerConfig.from_options({"maxTokens": 5, "engine": {"num_speculative_tokens": 3}})
+    assert ServerConfig.from_options(cfg.to_json()) == cfg
