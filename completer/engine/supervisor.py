@@ -1,0 +1,281 @@
+"""An :class:`Engine` that survives its engine: limits up front, a clear error on a failure, restart with backoff.
+
+``SupervisedEngine(config)`` builds the backend ``config`` names (``create_engine``) and serves through it. It
+
+- checks every request before the engine sees it: prompt tokens against ``max_prompt_tokens`` and the model's
+  context, ``max_new_tokens`` against its limit, token ids against the vocabulary, and sheds a request when
+  ``max_inflight`` requests are already running (an :class:`EngineError` that says which limit, at once, instead of
+  an unbounded queue);
+- turns any failure of the engine during a request (an exception inside the embedded engine's step, vLLM's engine
+  process dying) into an :class:`EngineError` for *every* request in flight on that engine ("engine failed: ...;
+  restarting"), and then
+- restarts: closes the failed engine and builds a new one from the same :class:`EngineConfig`, after a backoff that
+  doubles with each consecutive failure (``backoff_s`` .. ``max_backoff_s``; reset by the first request that
+  completes on the new engine). Requests that arrive meanwhile wait for the new engine (up to ``restart_wait_s``);
+- counts all of it in ``counters()["supervisor"]`` (restarts, failures, refused and shed requests, requests in
+  flight), next to the current engine's own counters.
+
+Because the supervisor validates requests itself, whatever the engine still raises is taken as a failure of the
+engine (at worst a spurious restart, never a wrong answer).
+
+Fault injection (tests and ``bench/reliability.py``): :func:`inject_step_fault` makes a real embedded engine fail
+inside its model step from the N-th step on, as a dead device would; env ``COMPLETER_INJECT_FAULT=N`` does it to the
+first engine a supervisor builds (so a restart heals it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import AsyncIterator, Callable
+
+from .base import Chunk, Engine, EngineError, Request
+from .config import EngineConfig
+
+log = logging.getLogger(__name__)
+
+FAULT_ENV = "COMPLETER_INJECT_FAULT"
+
+
+class InjectedFault(RuntimeError):
+    """Raised by :func:`inject_step_fault` inside the engine's step."""
+
+
+def inject_step_fault(engine, after_steps: int = 0) -> dict:
+    """Make ``engine``'s model step raise :class:`InjectedFault` from its ``after_steps``-th call on (every call
+    after, too: a dead engine stays dead). Works on engines with a ``_step`` method (the embedded TorchEngine).
+    Returns the switch's state (``{"steps": n, "raised": n}``)."""
+    step = engine._step
+    state = {"steps": 0, "raised": 0}
+
+    def faulty(run):
+        state["steps"] += 1
+        if state["steps"] > after_steps:
+            state["raised"] += 1
+            raise InjectedFault(f"injected fault at engine step {state['steps']}")
+        return step(run)
+
+    engine._step = faulty
+    return state
+
+
+@dataclass
+class SupervisorCounters:
+    requests_started: int = 0        # accepted and handed to the engine
+    requests_finished: int = 0       # ended with finish_reason stop/length
+    requests_aborted: int = 0        # cancelled by the caller (abort() or closing the stream)
+    requests_failed: int = 0         # ended with an EngineError because the engine failed
+    requests_refused: int = 0        # over a limit (prompt tokens, max_new_tokens, bad token ids)
+    requests_shed: int = 0           # refused because max_inflight requests were running
+    engine_failures: int = 0
+    restarts: int = 0                # engines rebuilt after a failure
+    restart_failures: int = 0        # rebuild attempts that failed themselves (retried with more backoff)
+    generation: int = 0              # which engine serves now (0 = the first)
+    inflight: int = 0
+    restarting: bool = False
+    last_failure: str | None = None
+    last_restart_s: float | None = None   # how long the last rebuild took
+
+
+@dataclass
+class _Flight:
+    request_id: str
+    generation: int
+    failure: str | None = None       # set when the engine failed under this request
+
+
+class SupervisedEngine:
+    def __init__(self, config: EngineConfig, factory: Callable[[EngineConfig], Engine] | None = None, *,
+                 max_prompt_tokens: int | None = None, max_new_tokens: int = 4096, max_inflight: int | None = 64,
+                 backoff_s: float = 0.25, max_backoff_s: float = 30.0, restart_wait_s: float = 60.0,
+                 engine: Engine | None = None):
+        if factory is None:
+            from . import create_engine
+            factory = create_engine
+        self.config = config
+        self._factory = factory
+        self.max_prompt_tokens = max_prompt_tokens
+        self.max_new_tokens = max_new_tokens
+        self.max_inflight = max_inflight
+        self.backoff_s, self.max_backoff_s, self.restart_wait_s = backoff_s, max_backoff_s, restart_wait_s
+        self.inner: Engine = engine if engine is not None else factory(config)
+        self.name = f"supervised-{getattr(self.inner, 'name', type(self.inner).__name__)}"
+        fault = os.environ.get(FAULT_ENV)
+        if fault:
+            inject_step_fault(self.inner, int(fault))
+            log.warning("%s=%s: the first engine will fail from step %s on", FAULT_ENV, fault, fault)
+        self._stats = SupervisorCounters()
+        self._flights: dict[str, _Flight] = {}
+        self._consecutive = 0
+        self._restart: asyncio.Task | None = None
+        self._closed = False
+
+    # --- Engine protocol ----------------------------------------------------------------------------------
+    async def generate(self, request: Request) -> AsyncIterator[Chunk]:
+        if self._closed:
+            raise EngineError("engine is closed")
+        engine = await self._current()
+        self._check(request, engine)
+        if request.request_id in self._flights:
+            raise EngineError(f"request id {request.request_id!r} is already running")
+        if self.max_inflight is not None and len(self._flights) >= self.max_inflight:
+            self._stats.requests_shed += 1
+            raise EngineError(f"server busy: {len(self._flights)} requests in flight (limit {self.max_inflight}); "
+                              f"request {request.request_id!r} was not started")
+        flight = _Flight(request.request_id, self._stats.generation)
+        self._flights[request.request_id] = flight
+        self._stats.requests_started += 1
+        outcome = "aborted"                                    # unless it finishes or fails
+        try:
+            async with contextlib.aclosing(engine.generate(request)) as stream:
+                try:
+                    async for chunk in stream:
+                        if flight.failure is not None:         # the engine failed under another request
+                            break
+                        if chunk.finished and chunk.finish_reason != "abort":
+                            outcome = "finished"
+                        yield chunk
+                        if chunk.finished:
+                            return
+                except (EngineError, Exception) as e:          # noqa: B014 - any engine exception is a failure
+                    if flight.failure is None:
+                        self._engine_failed(flight.generation, engine, e)
+            if flight.failure is not None:
+                outcome = "failed"
+                raise EngineError(flight.failure)
+        finally:
+            self._flights.pop(request.request_id, None)
+            if outcome == "finished":
+                self._stats.requests_finished += 1
+                if flight.generation == self._stats.generation:
+                    self._consecutive = 0
+            elif outcome == "failed":
+                self._stats.requests_failed += 1
+            else:
+                self._stats.requests_aborted += 1
+
+    async def abort(self, request_id: str) -> None:
+        if request_id in self._flights:
+            await self.inner.abort(request_id)
+
+    def counters(self) -> dict:
+        c = dict(self.inner.counters())
+        self._stats.inflight = len(self._flights)
+        self._stats.restarting = self._restart is not None and not self._restart.done()
+        c["supervisor"] = asdict(self._stats)
+        return c
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._restart is not None and not self._restart.done():
+            self._restart.cancel()
+            with contextlib.suppress(BaseException):
+                await self._restart
+        await self.inner.close()
+
+    # --- limits -------------------------------------------------------------------------------------------
+    def _check(self, request: Request, engine: Engine) -> None:
+        def refuse(msg: str) -> None:
+            self._stats.requests_refused += 1
+            raise EngineError(msg)
+
+        if request.max_new_tokens > self.max_new_tokens:
+            refuse(f"max_new_tokens={request.max_new_tokens} exceeds the limit of {self.max_new_tokens}")
+        if isinstance(request.prompt, str):
+            n = engine.count_tokens(request.prompt)
+        else:
+            n = len(request.prompt)
+            vocab = getattr(engine, "n_vocab", None)
+            bad = [t for t in request.prompt if not isinstance(t, int) or (vocab and not 0 <= t < vocab)]
+            if bad:
+                refuse(f"prompt token ids out of range 0..{vocab - 1 if vocab else '?'}: {bad[:5]}")
+        if n == 0:
+            refuse("empty prompt")
+        if self.max_prompt_tokens is not None and n > self.max_prompt_tokens:
+            refuse(f"prompt of {n} tokens exceeds the limit of {self.max_prompt_tokens} prompt tokens")
+        context = _context_length(engine)
+        if context is not None and n >= context:
+            refuse(f"prompt of {n} tokens exceeds the model's context of {context} positions")
+
+    # --- failure and restart ------------------------------------------------------------------------------
+    def _engine_failed(self, generation: int, engine: Engine, error: BaseException) -> None:
+        if generation != self._stats.generation or engine is not self.inner:
+            # an old engine's leftover: that failure was handled already
+            for f in self._flights.values():
+                if f.generation == generation and f.failure is None:
+                    f.failure = f"engine failed: {type(error).__name__}: {error}"
+            return
+        if self._restart is not None and not self._restart.done():
+            return
+        msg = f"engine failed: {type(error).__name__}: {error}; restarting it"
+        log.error("%s", msg)
+        self._stats.engine_failures += 1
+        self._stats.last_failure = f"{type(error).__name__}: {error}"
+        self._consecutive += 1
+        for f in self._flights.values():
+            if f.generation == generation and f.failure is None:
+                f.failure = msg
+        old_ids = [f.request_id for f in self._flights.values() if f.generation == generation]
+        self._restart = asyncio.get_running_loop().create_task(self._restart_engine(engine, old_ids),
+                                                               name="engine-restart")
+
+    async def _restart_engine(self, old: Engine, old_ids: list[str]) -> None:
+        for rid in old_ids:                                    # wake the other requests of the failed engine
+            with contextlib.suppress(Exception):
+                await old.abort(rid)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(old.close(), timeout=30)
+        attempt = 0
+        while not self._closed:
+            delay = min(self.max_backoff_s, self.backoff_s * 2 ** (self._consecutive + attempt - 1))
+            await asyncio.sleep(delay)
+            t0 = time.perf_counter()
+            try:
+                new = await asyncio.to_thread(self._factory, self.config)
+            except Exception as e:
+                attempt += 1
+                self._stats.restart_failures += 1
+                self._stats.last_failure = f"restart failed: {type(e).__name__}: {e}"
+                log.exception("engine restart failed (attempt %d)", attempt)
+                continue
+            if self._closed:
+                await new.close()
+                return
+            self.inner = new
+            self._stats.generation += 1
+            self._stats.restarts += 1
+            self._stats.last_restart_s = time.perf_counter() - t0
+            log.warning("engine restarted (generation %d) in %.2f s", self._stats.generation,
+                        self._stats.last_restart_s)
+            return
+
+    async def _current(self) -> Engine:
+        task = self._restart
+        if task is not None and not task.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(task), self.restart_wait_s)
+            except asyncio.TimeoutError:
+                raise EngineError(f"engine is restarting after a failure ({self._stats.last_failure}); "
+                                  f"not back after {self.restart_wait_s:g} s") from None
+        if self._closed:
+            raise EngineError("engine is closed")
+        return self.inner
+
+
+def _context_length(engine: Engine) -> int | None:
+    target = getattr(engine, "target", None)
+    cfg = getattr(target, "config", None)
+    n = getattr(cfg, "max_position_embeddings", None)
+    return n if isinstance(n, int) else None
+
+
+def supervised(factory: Callable[[EngineConfig], Engine] | None = None, **limits) -> Callable[[EngineConfig], Engine]:
+    """A factory for ``lsp.engine_host.EngineHost``: builds a :class:`SupervisedEngine` around ``factory``."""
+    return lambda config: SupervisedEngine(config, factory, **limits)
