@@ -219,7 +219,8 @@ def build_server(engine_host: EngineHost | None = None) -> CompleterServer:
         except ConfigError as e:
             raise JsonRpcInvalidParams(f"bad initializationOptions: {e}") from None
         ls.config = config
-        encoding = str(ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities))
+        chosen = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)  # what pygls advertises
+        encoding = getattr(chosen, "value", chosen)
         ls.documents = DocumentStore(encoding, config.max_document_chars)
         ls.engine_host.start(config.engine)
 
