@@ -110,3 +110,11 @@ def house_engine():
     for eng in made:
         eng._closed = True
         eng._pool.shutdown(wait=False)
+
+
+@pytest.fixture(scope="session")
+def other_vocab_draft(tmp_path_factory) -> Path:
+    """A draft whose tokenizer has another vocabulary (speculation with it must be refused)."""
+    root = tmp_path_factory.mktemp("othervocab")
+    train_tokenizer(root, vocab_size=300)
+    return build_model(root / "draft", root, hidden=32, layers=1, seed=5, vocab=300)
