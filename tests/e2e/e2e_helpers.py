@@ -6,6 +6,8 @@ import asyncio
 
 from lsprotocol import types
 
+SERVER_MODULE = "lsp.server"
+
 
 def init_params(engine_options: dict, encodings=None, **options) -> types.InitializeParams:
     general = types.GeneralClientCapabilities(position_encodings=encodings) if encodings else None
