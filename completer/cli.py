@@ -1,0 +1,127 @@
+"""Command line: ``completer complete FILE --line L --column C`` and ``completer train ...``.
+
+Positions are **1-based** like editors show them: ``--line 1 --column 1`` is the start of the file; the column
+counts characters (Unicode code points) and may be one past the last character of the line (end of line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from .engine import EngineConfig, EngineError, Request, create_engine
+from .engine.config import SPECULATION
+
+
+class UsageError(Exception):
+    pass
+
+
+def offset_of(text: str, line: int, column: int) -> int:
+    """Character offset of 1-based (line, column) in ``text``, or UsageError naming what is past the end."""
+    lines = text.split("\n")
+    if line < 1 or column < 1:
+        raise UsageError(f"--line and --column are 1-based; got line {line}, column {column}")
+    if line > len(lines):
+        raise UsageError(f"line {line} is past the end of the file ({len(lines)} lines)")
+    length = len(lines[line - 1].rstrip("\r"))
+    if column > length + 1:
+        raise UsageError(f"column {column} is past the end of line {line} ({length} characters; "
+                         f"the end of the line is column {length + 1})")
+    return sum(len(x) + 1 for x in lines[: line - 1]) + column - 1
+
+
+def build(text: str, offset: int, path: Path, engine, max_tokens: int):
+    """(prompt, stop, finish(raw) -> completion) from the context helper's API, or a plain FIM prompt."""
+    try:
+        from .context import build_prompt
+        from .postprocess import postprocess
+    except ImportError:
+        build_prompt = postprocess = None
+    if build_prompt is not None:
+        built = build_prompt(text, offset, path=str(path), count_tokens=engine.count_tokens)
+        return built.prompt, tuple(built.stop), lambda raw: postprocess(raw, built)
+    before, after = text[:offset], text[offset:]
+    line_rest = after.split("\n", 1)[0]
+    multiline = not before[before.rfind("\n") + 1:].strip() and not line_rest.strip()
+    prompt = f"<|fim_prefix|>{before[-6000:]}<|fim_suffix|>{after[:2000]}<|fim_middle|>"
+
+    def finish(raw: str) -> str:
+        out = raw if multiline else raw.split("\n", 1)[0]
+        if line_rest and out.endswith(line_rest):
+            out = out[: len(out) - len(line_rest)]
+        return out.rstrip() if multiline else out
+    return prompt, (("\n\n\n",) if multiline else ("\n",)), finish
+
+
+def k_arg(value: str) -> int | str:
+    if value == "adaptive":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--k must be an integer or 'adaptive', got {value!r}") from None
+
+
+async def complete(args) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        raise UsageError(f"no such file: {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{path} is not UTF-8 text: {e}") from None
+    offset = offset_of(text, args.line, args.column)
+    draft = args.draft if args.draft else (None if args.speculation in ("none", "ngram") else "house:draft")
+    config = EngineConfig(model=args.model, draft=draft, speculation=args.speculation,
+                          num_speculative_tokens=args.k, device=args.device)
+    engine = create_engine(config)
+    try:
+        prompt, stop, finish = build(text, offset, path, engine, args.max_tokens)
+        raw = ""
+        async for chunk in engine.generate(Request("cli", prompt, max_new_tokens=args.max_tokens, stop=stop,
+                                                   temperature=args.temperature, seed=args.seed)):
+            raw += chunk.text
+        print(finish(raw))
+        if args.stats:
+            print(json.dumps(engine.counters(), indent=1), file=sys.stderr)
+    finally:
+        await engine.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "train":
+        from .models.train import main as train_main
+        return train_main(argv[1:]) or 0
+    p = argparse.ArgumentParser(prog="completer", description="Code completion from the embedded engine.")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("complete", help="print the completion at a position of FILE",
+                       description="Print the completion at LINE:COLUMN (both 1-based, as editors show them).")
+    c.add_argument("file")
+    c.add_argument("--line", type=int, required=True, help="1-based line")
+    c.add_argument("--column", type=int, required=True, help="1-based column in characters (end of line = len+1)")
+    c.add_argument("--model", default="house:target", help="model folder, hub id or house:<name>")
+    c.add_argument("--draft", default=None, help="draft model (default house:draft when speculation uses one)")
+    c.add_argument("--speculation", choices=SPECULATION, default="draft")
+    c.add_argument("--k", type=k_arg, default="adaptive", help="draft tokens per step, or 'adaptive'")
+    c.add_argument("--max-tokens", type=int, default=64)
+    c.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    c.add_argument("--temperature", type=float, default=0.0)
+    c.add_argument("--seed", type=int, default=None)
+    c.add_argument("--stats", action="store_true", help="print the engine counters to stderr")
+    sub.add_parser("train", help="train the house tokenizer and model pair (see completer.models.train)")
+    args = p.parse_args(argv)
+    try:
+        return asyncio.run(complete(args))
+    except (UsageError, EngineError, ValueError) as e:
+        print(f"completer: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
