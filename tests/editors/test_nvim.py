@@ -1,0 +1,147 @@
+"""The Neovim plugin in a real headless Neovim, driven over its RPC socket with real keystrokes
+(``nvim --server SOCK --remote-send``, i.e. nvim_input), against the real server over stdio."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import EDITORS, SERVER_CMD, require_tool, which
+
+INIT = EDITORS / "nvim" / "tests" / "minimal_init.lua"
+
+
+class Nvim:
+    def __init__(self, nvim: str, sock: Path, proc: subprocess.Popen):
+        self.nvim, self.sock, self.proc = nvim, sock, proc
+
+    def _remote(self, *args: str) -> str:
+        r = subprocess.run([self.nvim, "--headless", "--clean", "--server", str(self.sock), *args],
+                           capture_output=True, text=True, timeout=20)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    def keys(self, keys: str) -> None:
+        """Keystrokes, as a user types them (nvim_input)."""
+        self._remote("--remote-send", keys)
+
+    def lua(self, expr: str):
+        """Value of a Lua expression inside the editor, through JSON."""
+        code = f"vim.json.encode({{v = {expr}}})".replace("\\", "\\\\").replace('"', '\\"')
+        out = self._remote("--remote-expr", f'luaeval("{code}")')
+        v = json.loads(out)
+        return v.get("v") if isinstance(v, dict) else None  # {v = nil} encodes as []
+
+    def wait(self, expr: str, timeout: float = 60.0, what: str = ""):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            v = self.lua(expr)
+            if v:
+                return v
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what or expr}; state: {self.lua('require[[completer]].state')}")
+
+    def line(self) -> str:
+        return self.lua("vim.api.nvim_get_current_line()")
+
+
+@pytest.fixture
+def nvim(tmp_path, client_env):
+    exe = require_tool(which("nvim"), "nvim (>= 0.10)")
+    sock = tmp_path / "nvim.sock"
+    src = tmp_path / "demo.py"
+    src.write_text("import math\n\n\ndef area(radius):\n    \n")
+    env = dict(client_env)
+    env["COMPLETER_NVIM_CONFIG"] = json.dumps({
+        "cmd": SERVER_CMD,
+        "init_options": {"engine": json.loads(env["COMPLETER_ENGINE"]), "maxTokens": 12, "debounceMs": 5},
+    })
+    proc = subprocess.Popen([exe, "--headless", "--clean", "-u", str(INIT), "--listen", str(sock), str(src)],
+                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            cwd=tmp_path)
+    end = time.monotonic() + 20
+    while not sock.exists():
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() < end, "nvim did not open its socket"
+        time.sleep(0.05)
+    n = Nvim(exe, sock, proc)
+    n.wait("(function() local s = require[[completer]].stats(0) return s and s.engineReady end)()", 120,
+           "the server's engine to load")
+    yield n
+    try:
+        n.keys("<Esc>:qa!<CR>")
+        proc.wait(timeout=10)
+    except Exception:
+        proc.kill()
+        proc.wait()
+
+
+GHOST = "require[[completer]].ghost_text()"
+
+
+def test_version_has_the_apis(nvim):
+    assert nvim.lua("vim.fn.has('nvim-0.10')") == 1
+
+
+def test_ghost_text_appears_and_tab_inserts_it(nvim):
+    nvim.keys("5GAreturn math.")
+    before = nvim.line()
+    assert before == "    return math."
+    ghost = nvim.wait(GHOST, what="ghost text")
+    assert isinstance(ghost, str) and ghost
+    # The ghost text is an extmark at the cursor, in the buffer the user is typing in; the text is not inserted.
+    marks = nvim.lua("vim.api.nvim_buf_get_extmarks(0, vim.api.nvim_create_namespace('completer'), 0, -1, "
+                     "{details = true})")
+    assert len(marks) == 1
+    _, row, col, details = marks[0]
+    assert (row, col) == (4, len(before))
+    assert details["virt_text"][0][0] == ghost.split("\n")[0]
+    assert details["virt_text_pos"] == "inline"
+    assert nvim.line() == before
+    assert nvim.lua("require[[completer]].state.last_latency_ms") > 0
+
+    nvim.keys("<Tab>")
+    # (After the insert the plugin asks again, so a new ghost may already be showing further on.)
+    nvim.wait(f"vim.api.nvim_buf_get_lines(0, 0, -1, false)[5] ~= {json.dumps(before)}",
+              what="the ghost text to be inserted")
+    lines = nvim.lua("vim.api.nvim_buf_get_lines(0, 0, -1, false)")
+    inserted = "\n".join(lines[4:])
+    assert inserted.startswith(before + ghost), (inserted, ghost)
+    first, *rest = ghost.split("\n")
+    assert lines[4] == before + first
+    cursor = nvim.lua("vim.api.nvim_win_get_cursor(0)")
+    assert cursor == [5 + len(rest), len((rest[-1] if rest else before + first).encode())]
+    later = nvim.lua("require[[completer]].state.ghost")
+    if later:  # a next ghost sits at the new cursor, not where the accepted one was
+        assert [later["row"] + 1, later["col"]] == cursor
+    assert nvim.lua("vim.fn.mode()") == "i"
+
+
+def test_typing_cancels_and_dismiss_clears(nvim):
+    nvim.keys("5GAr")
+    # Typing again before an answer: the request in flight is cancelled and the ghost stays away.
+    nvim.keys("e")
+    nvim.keys("t")
+    ghost = nvim.wait(GHOST, what="ghost text after typing")
+    assert nvim.line() == "    ret"
+    assert nvim.lua("require[[completer]].state.cancelled") >= 1
+    # A keystroke clears the ghost at once (before any new answer can arrive).
+    nvim.keys("u<C-]>")
+    assert nvim.lua(GHOST) is None
+    assert nvim.line() == "    retu"
+    # Dismiss clears it and leaves the text as typed; the key itself inserts nothing.
+    nvim.wait(GHOST, what="ghost text after dismiss+retype") if nvim.lua("require[[completer]].state.pending") else None
+    nvim.keys("r")
+    nvim.wait(GHOST, what="ghost text")
+    nvim.keys("<C-]>")
+    assert nvim.lua(GHOST) is None
+    assert nvim.line() == "    retur"
+    assert nvim.lua("#vim.api.nvim_buf_get_extmarks(0, vim.api.nvim_create_namespace('completer'), 0, -1, {})") == 0
+    stats = nvim.lua("require[[completer]].stats(0).server")
+    assert stats["requests_received"] >= 3
+    assert stats["requests_cancelled"] + stats["requests_superseded"] >= 1
+    del ghost
