@@ -34,8 +34,9 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from completer.engine import EngineError
+from completer.engine.supervisor import supervised
 
-from . import completion, inline, transports
+from . import completion, inline, security, transports
 from .config import ConfigError, ServerConfig
 from .documents import Change, DocumentError, DocumentStore, Snapshot
 from .engine_host import EngineHost, EngineUnavailable
@@ -189,6 +190,10 @@ class CompleterServer(LanguageServer):
     # --- settings -----------------------------------------------------------------------------------------
     def apply_settings(self, settings: Any, where: str) -> None:
         new = self.config.updated(settings, where)
+        try:
+            security.check_models(new.engine)
+        except security.SecurityError as e:
+            raise ConfigError(f"{where}.engine: {e}") from None
         engine_changed = new.engine != self.config.engine
         self.config = new
         self.documents.max_chars = new.max_document_chars
@@ -218,6 +223,10 @@ def build_server(engine_host: EngineHost | None = None) -> CompleterServer:
             config = ServerConfig.from_options(params.initialization_options)
         except ConfigError as e:
             raise JsonRpcInvalidParams(f"bad initializationOptions: {e}") from None
+        try:
+            security.check_models(config.engine)
+        except security.SecurityError as e:
+            raise JsonRpcInvalidParams(f"bad initializationOptions: engine: {e}") from None
         ls.config = config
         chosen = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)  # what pygls advertises
         encoding = getattr(chosen, "value", chosen)
@@ -273,6 +282,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--log-file", help="write the log here (default: stderr)")
     ap.add_argument("--log-level", default="WARNING",
                     choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
+    security.add_arguments(ap)
     return ap.parse_args(argv)
 
 
@@ -281,14 +291,21 @@ def main(argv: list[str] | None = None) -> None:
     handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
     logging.basicConfig(level=args.log_level, handlers=[handler],
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    host = EngineHost()
+    transport = "tcp" if args.tcp else "ws" if args.ws else "stdio"
+    policy = security.Policy.from_args(args, transport)
+    security.install(policy)
+    host = EngineHost(supervised())   # restarts a failed engine; see completer.engine.supervisor
     try:
-        if args.tcp:
-            transports.serve_tcp(lambda: build_server(host), *args.tcp, host)
-        elif args.ws:
-            transports.serve_ws(lambda: build_server(host), *args.ws, host)
+        if args.tcp or args.ws:
+            bind, port = args.tcp or args.ws
+            security.check_bind(bind, policy.token)
+            serve = transports.serve_tcp if args.tcp else transports.serve_ws
+            serve(lambda: build_server(host), bind, port, host, policy)
         else:
-            transports.serve_stdio(build_server(host), host)
+            transports.serve_stdio(build_server(host), host, policy)
+    except security.SecurityError as e:
+        print(f"completer-lsp: {e}", file=sys.stderr)
+        sys.exit(2)
     except KeyboardInterrupt:
         pass
 

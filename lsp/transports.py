@@ -17,9 +17,18 @@ from typing import Callable
 
 from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async, run_websocket
 
+from . import security
 from .engine_host import EngineHost
 
 log = logging.getLogger(__name__)
+
+
+def _limited(reader, server, policy: security.Policy):
+    """Frames over ``--max-message-bytes`` are skipped unread and answered with -32600 (lsp.security)."""
+    def oversize(n: int) -> None:
+        server.protocol.send_error(None, -32600, f"message of {n} bytes exceeds the limit of "
+                                                 f"{policy.max_message_bytes} (--max-message-bytes)")
+    return security.FrameLimitReader(reader, policy.max_message_bytes, oversize)
 
 
 async def _finish(server) -> None:
@@ -29,10 +38,12 @@ async def _finish(server) -> None:
         log.exception("closing the connection's server failed")
 
 
-def serve_stdio(server, host: EngineHost) -> None:
+def serve_stdio(server, host: EngineHost, policy: security.Policy | None = None) -> None:
+    policy = policy or security.POLICY
+
     async def main() -> None:
         server._stop_event = stop = threading.Event()
-        reader = StdinAsyncReader(sys.stdin.buffer, server.thread_pool)
+        reader = _limited(StdinAsyncReader(sys.stdin.buffer, server.thread_pool), server, policy)
         server.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
         try:
             await run_async(stop_event=stop, reader=reader, protocol=server.protocol, logger=log,
@@ -51,13 +62,17 @@ def serve_stdio(server, host: EngineHost) -> None:
             server._thread_pool.shutdown(wait=False, cancel_futures=True)
 
 
-def serve_tcp(make_server: Callable[[], object], bind: str, port: int, host: EngineHost) -> None:
+def serve_tcp(make_server: Callable[[], object], bind: str, port: int, host: EngineHost,
+              policy: security.Policy | None = None) -> None:
+    policy = policy or security.POLICY
+
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         server = make_server()
         server.exit_hook = writer.close
         server.protocol.set_writer(writer)
         try:
-            await run_async(stop_event=threading.Event(), reader=reader, protocol=server.protocol, logger=log,
+            await run_async(stop_event=threading.Event(), reader=_limited(reader, server, policy),
+                            protocol=server.protocol, logger=log,
                             error_handler=server.report_server_error)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
@@ -77,7 +92,10 @@ def serve_tcp(make_server: Callable[[], object], bind: str, port: int, host: Eng
     asyncio.run(main())
 
 
-def serve_ws(make_server: Callable[[], object], bind: str, port: int, host: EngineHost) -> None:
+def serve_ws(make_server: Callable[[], object], bind: str, port: int, host: EngineHost,
+             policy: security.Policy | None = None) -> None:
+    policy = policy or security.POLICY
+
     from websockets.asyncio.server import serve
 
     async def connection(websocket) -> None:
@@ -90,7 +108,7 @@ def serve_ws(make_server: Callable[[], object], bind: str, port: int, host: Engi
             await _finish(server)
 
     async def main() -> None:
-        async with serve(connection, bind, port) as srv:
+        async with serve(connection, bind, port, **security.ws_serve_kwargs(policy)) as srv:
             log.warning("completer-lsp listening on ws %s", ", ".join(str(s.getsockname()) for s in srv.sockets))
             try:
                 await srv.serve_forever()

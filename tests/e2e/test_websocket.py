@@ -20,9 +20,12 @@ PY = "import os\n\n\ndef read_config(path):\n    with open(path) as f:\n        
 
 
 @pytest.fixture
-async def ws_url():
+async def ws_url(engine_options):
+    # websocket clients may only name house:* models unless the operator allows a folder (lsp.security)
+    allow = [] if engine_options["model"].startswith("house:") else [
+        "--allow-model-dir", str(Path(engine_options["model"]).parent)]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", SERVER_MODULE, "--ws", "127.0.0.1:0", "--log-level", "WARNING",
+        sys.executable, "-m", SERVER_MODULE, "--ws", "127.0.0.1:0", "--log-level", "WARNING", *allow,
         stderr=asyncio.subprocess.PIPE)
     try:
         line = await asyncio.wait_for(proc.stderr.readline(), 60)
@@ -157,6 +160,8 @@ async def test_bad_initialization_options_name_the_field(ws_url, engine_options)
         res = await p.initialize({**engine_options, "speculation": "telepathy"})
         assert res["error"]["code"] == -32602 and "engine" in res["error"]["message"]
         assert "speculation" in res["error"]["message"]
+        res = await p.initialize({**engine_options, "model": "/etc"})      # not an allowed model folder
+        assert res["error"]["code"] == -32602 and "not allowed" in res["error"]["message"]
 
 
 async def test_utf8_negotiated_when_offered(ws_url, engine_options):
