@@ -1,0 +1,159 @@
+"""Request lifecycle: type-through, supersede, debounce, abort reaching the engine, and the plain FIM prompt.
+
+The engine here is a small scripted implementation of the Engine protocol (a fixed text, one character per step),
+so the lifecycle's timing can be controlled; the real engine is exercised by tests/e2e.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from completer.engine import Chunk, Counters
+from lsp.config import ServerConfig
+from lsp.documents import Snapshot
+from lsp.engine_host import EngineHost, EngineUnavailable
+from lsp.lifecycle import Lifecycle, _Shown, type_through
+from lsp.prompting import build_plain, finish_plain
+
+
+class ScriptedEngine:
+    name = "scripted"
+
+    def __init__(self, text: str, step_s: float = 0.01):
+        self.text, self.step_s = text, step_s
+        self.c = Counters()
+        self.aborted: set[str] = set()
+        self.prompts: list[str] = []
+
+    async def generate(self, request):
+        self.c.requests_started += 1
+        self.prompts.append(request.prompt)
+        out = self.text[: request.max_new_tokens]
+        for i, ch in enumerate(out):
+            await asyncio.sleep(self.step_s)
+            if request.request_id in self.aborted:
+                self.c.requests_aborted += 1
+                yield Chunk(request.request_id, finished=True, finish_reason="abort")
+                return
+            self.c.generated_tokens += 1
+            yield Chunk(request.request_id, ch, finished=i == len(out) - 1, finish_reason="length")
+        self.c.requests_finished += 1
+
+    async def abort(self, request_id):
+        self.aborted.add(request_id)
+
+    def counters(self):
+        return self.c.snapshot()
+
+    def count_tokens(self, text):
+        return len(text) // 3 + 1
+
+    async def close(self):
+        pass
+
+
+@pytest.mark.parametrize("before, after, text, doc, offset, expect", [
+    ("x = ", "\n", "foo(1)", "x = \n", 4, "foo(1)"),          # same place: the whole completion again
+    ("x = ", "\n", "foo(1)", "x = fo\n", 6, "o(1)"),          # typed a prefix of it
+    ("x = ", "\n", "foo(1)", "x = fa\n", 6, None),            # typed something else
+    ("x = ", "\n", "foo(1)", "x = foo(1)\n", 10, None),       # typed all of it: nothing left to show
+    ("x = ", "\n", "foo(1)", "x = fo\n# new\n", 6, None),     # text after the cursor changed
+    ("x = ", "\n", "foo(1)", "y = fo\n", 6, None),            # text before the anchor changed
+    ("x = ", "\n", "foo(1)", "x = \n", 3, None),              # cursor moved back
+])
+def test_type_through(before, after, text, doc, offset, expect):
+    assert type_through(_Shown(before, after, text), Snapshot("u", doc, 2), offset) == expect
+
+
+def make(text="hello_world()", step_s=0.01, **options):
+    cfg = ServerConfig.from_options({"debounceMs": 0, "maxTokens": 64, **options})
+    engine = ScriptedEngine(text, step_s)
+    host = EngineHost(lambda c: engine)
+    return Lifecycle(host, lambda: cfg), host, engine, cfg
+
+
+async def test_newer_request_supersedes_and_aborts_engine():
+    lc, host, engine, cfg = make(step_s=0.02)
+    host.start(cfg.engine)
+    snap = Snapshot("u", "x = ", 1)
+    first = asyncio.ensure_future(lc.complete(snap, 4))
+    while lc.stats.engine_requests == 0:
+        await asyncio.sleep(0.005)
+    second = asyncio.ensure_future(lc.complete(Snapshot("u", "x = h", 2), 5))
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert (await second).text == "hello_world()"
+    assert len(engine.aborted) == 1
+    assert lc.stats.requests_cancelled == 1 and lc.stats.requests_superseded == 1 and lc.stats.engine_aborts == 1
+    assert lc.inflight() == 0
+
+
+async def test_edit_supersedes_but_not_with_cancel_stale_off():
+    lc, host, engine, cfg = make(step_s=0.005, cancelStaleRequests=False)
+    host.start(cfg.engine)
+    t = asyncio.ensure_future(lc.complete(Snapshot("u", "x = ", 1), 4))
+    await asyncio.sleep(0.02)
+    lc.document_changed("u")                       # naive mode: runs to the end
+    assert (await t).text == "hello_world()"
+    assert engine.aborted == set()
+
+
+async def test_debounce_collapses_a_burst_into_one_engine_request():
+    lc, host, engine, cfg = make(debounceMs=50)
+    host.start(cfg.engine)
+    tasks = []
+    for i in range(5):
+        tasks.append(asyncio.ensure_future(lc.complete(Snapshot("u", "a" * i, i), i)))
+        await asyncio.sleep(0.005)
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results[:-1])
+    assert results[-1].text == "hello_world()"
+    assert lc.stats.engine_requests == 1 and engine.c.requests_started == 1
+
+
+async def test_type_through_answers_without_engine_and_prefix_prompts_are_stable():
+    lc, host, engine, cfg = make()
+    host.start(cfg.engine)
+    doc = "def f():\n    return 1\n\nx = "
+    r = await lc.complete(Snapshot("u", doc + "\n", 1), len(doc))
+    assert r.text == "hello_world()" and not r.from_cache
+    r2 = await lc.complete(Snapshot("u", doc + "hel\n", 2), len(doc) + 3)
+    assert r2.text == "lo_world()" and r2.from_cache
+    assert lc.stats.engine_requests == 1 and lc.stats.served_from_cache == 1
+    # off: engine again
+    lc._config = lambda: ServerConfig.from_options({"debounceMs": 0, "typeThroughCache": False})
+    await lc.complete(Snapshot("u", doc + "hel\n", 3), len(doc) + 3)
+    assert lc.stats.engine_requests == 2
+    # consecutive keystrokes share the prompt up to the cursor (for the engine's prefix cache)
+    a, b = engine.prompts
+    common = len(next((a[:i] for i in range(min(len(a), len(b)), 0, -1) if a[:i] == b[:i]), ""))
+    assert common >= a.index(doc) + len(doc)
+
+
+async def test_engine_start_failure_is_a_clear_error():
+    def broken(cfg):
+        raise FileNotFoundError("no such model /nowhere")
+
+    host = EngineHost(broken)
+    cfg = ServerConfig()
+    host.start(cfg.engine)
+    lc = Lifecycle(host, lambda: cfg.updated({"debounceMs": 0}))
+    with pytest.raises(EngineUnavailable, match="no such model /nowhere"):
+        await lc.complete(Snapshot("u", "x", 1), 1)
+    assert lc.stats.errors == 1
+
+
+def test_plain_prompt_budget_and_single_line_postprocess():
+    eng = SimpleNamespace(count_tokens=lambda t: len(t))
+    cfg = ServerConfig.from_options({"contextBudgetTokens": 200})
+    text = "".join(f"line_{i} = {i}\n" for i in range(400)) + "value = compute(" + ")\n" + "tail\n"
+    cursor = text.index("compute(") + len("compute(")
+    built = build_plain(text, cursor, eng, cfg)
+    assert len(built.prompt) <= 200 and built.prompt.startswith("<|fim_prefix|>")
+    assert "value = compute(" in built.prompt and not built.multiline and built.stop == ("\n",)
+    # the editor already has ")" after the cursor: do not repeat it; single line only
+    assert finish_plain("x, y)\nmore", ")\n", multiline=False) == "x, y"
+    assert finish_plain("    return x\n\n\n", "\n", multiline=True) == "    return x"
