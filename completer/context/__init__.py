@@ -1,0 +1,64 @@
+"""Prompt context for code completion: what goes into the model prompt at a cursor, and how.
+
+``build_prompt(doc, offset, ...)`` returns a ``PromptPlan``: the FIM prompt (``completer.prompt`` templates), the
+completion mode (``line`` / ``block``, see ``mode.py``), stop strings, the block indentation and a token budget for
+the answer; ``completer.postprocess.postprocess(completion, plan)`` turns the model's text into ghost text.
+
+Token budget (``budget_tokens`` for the whole prompt, counted with the caller's ``count_tokens``), by priority:
+
+1. the text around the cursor: the near suffix (lines after the cursor, up to ``SUFFIX_SHARE`` of the budget; the
+   rest of the cursor's line always) and the near prefix (lines before the cursor, at least ``NEAR_SHARE`` of
+   the budget, before any context is considered);
+2. the headers of the enclosing scopes (class / function / method / impl signatures above the cursor, however far
+   away), innermost first when not all fit;
+3. the file's imports;
+4. signatures of definitions whose names are used near the cursor (nearest use first), from this file and from
+   ``others`` (other open documents).
+Whatever the context does not use goes back to the prefix, which then reaches further up. Context items that the
+prefix window already shows are left out.
+
+The context is written as comment lines in the document's language (``# utils.py`` then ``# def helper(a, b):``)
+at the start of the prefix, in a fixed order (other files by name, then this file: imports, definitions, enclosing
+scopes outermost first), so it is the same from one keystroke to the next.
+
+Cache-friendly windows: the prefix window starts at a line whose number is a multiple of ``ANCHOR_STEP`` and only
+moves when the prefix outgrows its budget; the suffix window depends only on text after the cursor; with the
+``house`` SPM template (suffix, then context + prefix) consecutive keystrokes share every prompt token except the
+last few characters of the prefix.
+
+Languages with a tree-sitter grammar (``languages.py``): Python, JavaScript, TypeScript/TSX, Go, Rust, C, C++; any
+other language id gets the same windows without syntax context (``language == "text"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    uri: str
+    language_id: str      # as LSP sends it ("python", "typescriptreact", ...)
+    text: str
+
+
+@dataclass(frozen=True)
+class PromptPlan:
+    prompt: str                 # the full model prompt, FIM template applied
+    prefix: str                 # document text before the cursor that the prompt contains (possibly windowed)
+    suffix: str                 # document text after the cursor that the prompt contains
+    mode: str                   # "line" (finish the current line) | "block" (after a block opener / empty body)
+    stop: tuple[str, ...]       # stop strings for the engine
+    indent: str                 # indentation of the block the completion goes into
+    language: str               # canonical language name or "text"
+    max_tokens: int             # suggested max new tokens for this mode
+    context: str = ""           # the comment-line context block placed before the prefix
+    snippets: tuple[str, ...] = ()  # the context items included, highest priority first (for debugging/tests)
+    block_closed: bool = True   # brace languages: the suffix already closes the block the completion is in
+    template: str = "house"
+    prompt_tokens: int = 0      # count_tokens(prompt)
+
+
+from .builder import ANCHOR_STEP, NEAR_SHARE, SUFFIX_SHARE, build_prompt  # noqa: E402
+
+__all__ = ["SourceFile", "PromptPlan", "build_prompt", "ANCHOR_STEP", "NEAR_SHARE", "SUFFIX_SHARE"]

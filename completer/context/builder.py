@@ -1,0 +1,242 @@
+"""``build_prompt``: windows, budget and context block (priorities documented in ``completer/context``)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Callable, Sequence
+
+from completer.prompt import END_TOKENS, fim_prompt
+
+from . import PromptPlan, SourceFile
+from .languages import INDENTED, canonical_language, comment_prefix, display_name
+from .mode import choose_mode
+from .syntax import Item, outline, sanitize
+
+log = logging.getLogger(__name__)
+
+ANCHOR_STEP = 16        # the prefix window starts at a line number that is a multiple of this
+NEAR_SHARE = 0.5        # share of the budget reserved for the near prefix before any context
+SUFFIX_SHARE = 0.25     # most of the budget the suffix may take
+SUFFIX_MAX_LINES = 40
+CHARS_PER_TOKEN_MAX = 12  # a window longer than budget * this many characters is over budget without counting
+MAX_SIGNATURES_PER_NAME = 2
+MAX_NAMES = 24
+MAX_OTHERS = 16
+LINE_MODE_MAX_TOKENS = 48
+
+
+def _clamp(offset, n: int) -> int:
+    try:
+        offset = int(offset)
+    except (TypeError, ValueError):
+        return n
+    return max(0, min(n, offset))
+
+
+@functools.lru_cache(maxsize=64)
+def _definitions(text: str, language: str) -> tuple[Item, ...]:
+    """Top definitions of another open document (cached by content: unchanged documents cost nothing)."""
+    try:
+        ol = outline(text, language, 0)
+    except Exception as e:  # never let a neighbour's text break this prompt
+        log.warning("outline of another document failed: %s: %s", type(e).__name__, e)
+        return ()
+    return tuple(ol.definitions) if ol else ()
+
+
+def _suffix_window(after: str, budget: int, count: Callable[[str], int]) -> str:
+    """Lines after the cursor within ``budget`` tokens; the rest of the cursor's line always (capped in chars)."""
+    first_end = after.find("\n")
+    if first_end < 0:
+        first_end = len(after)
+    first = after[:first_end]
+    cap = max(16, budget * 4)
+    if len(first) > cap:
+        return first[:cap]
+    out = first
+    pos = first_end
+    lines = 0
+    limit_chars = budget * CHARS_PER_TOKEN_MAX
+    while pos < len(after) and lines < SUFFIX_MAX_LINES:
+        nxt = after.find("\n", pos + 1)
+        nxt = len(after) if nxt < 0 else nxt
+        cand = after[: nxt]
+        if len(cand) > limit_chars:
+            break
+        out_next = cand
+        lines += 1
+        pos = nxt
+        out = out_next
+    # shrink to budget by whole lines (from the end)
+    while count(out) > budget and "\n" in out[len(first):]:
+        out = out[: out.rfind("\n")]
+    if count(out) > budget:
+        out = first[: max(16, budget * 2)]
+    return out
+
+
+def _line_starts(text: str, upto: int) -> list[int]:
+    starts = [0]
+    pos = text.find("\n", 0, upto)
+    while pos >= 0:
+        starts.append(pos + 1)
+        pos = text.find("\n", pos + 1, upto)
+    return starts
+
+
+def _prefix_window(before: str, budget: int, count: Callable[[str], int], starts: list[int]) -> int:
+    """The character index where the prefix window starts: the earliest line that is a multiple of ANCHOR_STEP
+    (or the cursor's line) whose text up to the cursor fits in ``budget`` tokens; inside a giant cursor line, a
+    multiple of 256 characters from the line start."""
+    cur = len(starts) - 1
+    limit = budget * CHARS_PER_TOKEN_MAX
+    cands = [a for a in range(0, cur + 1, ANCHOR_STEP) if len(before) - starts[a] <= limit]
+    if not cands or cands[-1] != cur:
+        cands.append(cur)
+    lo, hi = 0, len(cands) - 1        # find the first candidate that fits; fit is monotonic in the anchor
+    if count(before[starts[cands[hi]]:]) > budget:
+        ls = starts[cur]
+        keep = max(16, budget * 2)
+        if len(before) - ls <= keep:
+            return ls
+        return ls + ((len(before) - ls - keep) // 256 + 1) * 256
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if count(before[starts[cands[mid]]:]) <= budget:
+            hi = mid
+        else:
+            lo = mid + 1
+    return starts[cands[lo]]
+
+
+def _render(sections: list[tuple[str, list[str]]], comment: str) -> str:
+    out = []
+    for title, lines in sections:
+        if not lines:
+            continue
+        out.append(f"{comment} {title}")
+        out.extend(f"{comment} {line}" for line in lines)
+    return "\n".join(out) + "\n" if out else ""
+
+
+def _sig(item: Item) -> str:
+    sig = " ".join(l.strip() for l in item.text.split("\n"))
+    return f"{sig}  (in {item.parent})" if item.parent else sig
+
+
+def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] = (),
+                 count_tokens: Callable[[str], int], budget_tokens: int = 1024,
+                 template: str = "house", max_tokens: int = 64) -> PromptPlan:
+    fim_prompt("", "", template)                      # unknown template: ValueError before any work
+    text = sanitize(doc.text if isinstance(doc.text, str) else "")
+    offset = _clamp(offset, len(text))
+    language = canonical_language(doc.language_id, doc.uri)
+    ol = None
+    if language != "text":
+        try:
+            ol = outline(text, language, offset)
+        except Exception as e:  # a grammar bug must not cost the user a completion
+            log.warning("tree-sitter outline failed for %s: %s: %s", doc.uri, type(e).__name__, e)
+    mode = choose_mode(text, offset, language, empty_body=bool(ol and ol.empty_body))
+
+    def count(s: str) -> int:
+        return int(count_tokens(s)) if s else 0
+
+    overhead = count(fim_prompt("", "", template))
+    budget = max(16, int(budget_tokens) - overhead)
+    before, after = text[:offset], text[offset:]
+    # (1) near text: suffix first (it depends only on text after the cursor), then the reserved near prefix
+    suffix = _suffix_window(after, int(budget * SUFFIX_SHARE), count)
+    suffix_tokens = count(suffix)
+    starts = _line_starts(text, offset)
+    near_budget = int(budget * NEAR_SHARE)
+    near_start = _prefix_window(before, near_budget, count, starts)
+    near_line = len(_line_starts(text, near_start)) - 1 if near_start else 0
+    ctx_budget = max(0, budget - suffix_tokens - near_budget)
+
+    comment = comment_prefix(language)
+    chosen: list[tuple[int, str, Item, str]] = []    # (priority, source name, item, rendered line)
+    if ol is not None and ctx_budget > 0:
+        this = display_name(doc.uri)
+        cands: list[tuple[int, str, Item, str]] = []
+        for it in reversed(ol.scopes):                                   # (2) innermost first
+            if it.line < near_line:
+                cands.append((2, this, it, it.text.split("\n")[0].rstrip() if len(it.text) > 200 else it.text))
+        for it in ol.imports:                                            # (3)
+            if it.line < near_line:
+                cands.append((3, this, it, it.text))
+        scope_lines = {it.line for it in ol.scopes}
+        by_name: dict[str, list[tuple[str, Item]]] = {}
+        for it in ol.definitions:
+            if it.line < near_line and it.line not in scope_lines:
+                by_name.setdefault(it.name, []).append((this, it))
+        seen_uris = {doc.uri}
+        for other in sorted(others, key=lambda o: o.uri)[:MAX_OTHERS]:
+            if other.uri in seen_uris or not isinstance(other.text, str):
+                continue
+            seen_uris.add(other.uri)
+            olang = canonical_language(other.language_id, other.uri)
+            if olang == "text":
+                continue
+            for it in _definitions(sanitize(other.text), olang):
+                by_name.setdefault(it.name, []).append((display_name(other.uri), it))
+        for name in ol.near_names[:MAX_NAMES]:                          # (4) nearest use first
+            for src, it in by_name.get(name, ())[:MAX_SIGNATURES_PER_NAME]:
+                cands.append((4, src, it, _sig(it)))
+        used = 0
+        for cand in cands:
+            lines = cand[3].split("\n")
+            cost = sum(count(f"{comment} {l}\n") for l in lines) + count(f"{comment} {cand[1]}\n")
+            if used + cost <= ctx_budget:
+                chosen.append(cand)
+                used += cost
+
+    def assemble(items):
+        others_sec: dict[str, list[tuple[int, str]]] = {}
+        this_imports, this_defs, this_scopes = [], [], []
+        this = display_name(doc.uri)
+        for prio, src, it, line in items:
+            if src != this or it.kind == "definition" and prio == 4 and src != this:
+                others_sec.setdefault(src, []).append((it.line, line))
+            elif prio == 3:
+                this_imports.append((it.line, line))
+            elif prio == 4:
+                this_defs.append((it.line, line))
+            else:
+                this_scopes.append((it.line, line))
+        sections = [(name, [l for _, l in sorted(v)]) for name, v in sorted(others_sec.items())]
+        own = [l for _, l in sorted(this_imports)] + [l for _, l in sorted(this_defs)]
+        own += [l for _, l in sorted(this_scopes)]
+        own = [sub for l in own for sub in l.split("\n")]
+        sections.append((this, own))
+        return _render(sections, comment)
+
+    context = assemble(chosen)
+    while chosen and count(context) > ctx_budget:       # per-line estimates were low: drop lowest priority
+        chosen.pop()
+        context = assemble(chosen)
+    prefix_budget = max(near_budget, budget - suffix_tokens - count(context))
+    start = _prefix_window(before, prefix_budget, count, starts)
+    start_line = len(_line_starts(text, start)) - 1 if start else 0
+    if any(c[2].line >= start_line and c[1] == display_name(doc.uri) for c in chosen):
+        chosen = [c for c in chosen if not (c[2].line >= start_line and c[1] == display_name(doc.uri))]
+        context = assemble(chosen)
+    prefix = before[start:]
+    prompt = fim_prompt(prefix, suffix, template, context)
+    ends = END_TOKENS.get(template, ())
+    if mode.mode == "line":
+        stop = ("\n",) + ends
+        new_tokens = max(1, min(int(max_tokens), LINE_MODE_MAX_TOKENS))
+    else:
+        stop = ("\n\n\n",) + ends
+        outer = mode.indent[: -1] if mode.indent.endswith("\t") else mode.indent[: max(0, len(mode.indent) - 4)]
+        if language in INDENTED and mode.indent:
+            stop += tuple(f"\n{outer}{kw}" for kw in ("def ", "class ", "@")) if not outer else ()
+        elif language != "text" and mode.block_closed and len(mode.indent) > len(outer):
+            stop += (f"\n{outer}}}",)
+        new_tokens = max(1, int(max_tokens))
+    return PromptPlan(prompt=prompt, prefix=prefix, suffix=suffix, mode=mode.mode, stop=stop, indent=mode.indent,
+                      language=language, max_tokens=new_tokens, context=context,
+                      snippets=tuple(c[3] for c in sorted(chosen, key=lambda c: c[0])),
+                      block_closed=mode.block_closed, template=template, prompt_tokens=count(prompt))

@@ -1,0 +1,112 @@
+"""Fill-in-the-middle prompt templates by model family.
+
+``fim_prompt(prefix, suffix, template, context)`` writes one prompt; ``context`` (comment lines built by
+``completer.context``) goes at the start of the prefix, so it sits between the stable parts and the volatile text.
+
+Templates (``TEMPLATES``):
+
+- ``house``: our models, SPM order ``<|fim_suffix|>S<|fim_prefix|>C P<|fim_middle|>``. SPM because while the user
+  types at the cursor the suffix and the start of the prefix stay the same, so consecutive prompts share every token
+  up to the last few characters of the prefix (the engine reuses that cache).
+- ``qwen``: Qwen2.5-Coder PSM ``<|fim_prefix|>C P<|fim_suffix|>S<|fim_middle|>``.
+- ``starcoder``: StarCoder/StarCoder2 PSM ``<fim_prefix>C P<fim_suffix>S<fim_middle>``.
+- ``codellama``: Code Llama PSM ``<PRE> C P <SUF>S <MID>`` (the spaces are part of its format).
+- ``deepseek``: DeepSeek-Coder ``<｜fim▁begin｜>C P<｜fim▁hole｜>S<｜fim▁end｜>``.
+
+``template_for_model(folder)`` guesses the family from the checkpoint's config.json and tokenizer special tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+TEMPLATES = ("house", "qwen", "starcoder", "codellama", "deepseek")
+
+# The end-of-text / file-separator strings each family may emit; the engine stops on EOS itself, these are for
+# postprocess-independent stop lists.
+END_TOKENS = {
+    "house": ("<|endoftext|>", "<|file_sep|>", "<|fim_pad|>"),
+    "qwen": ("<|endoftext|>", "<|file_sep|>", "<|fim_pad|>", "<|im_end|>"),
+    "starcoder": ("<|endoftext|>", "<file_sep>"),
+    "codellama": ("<EOT>", "</s>"),
+    "deepseek": ("<｜end▁of▁sentence｜>", "<|EOT|>"),
+}
+
+
+def fim_prompt(prefix: str, suffix: str, template: str, context: str = "") -> str:
+    """The model prompt for a cursor between ``prefix`` and ``suffix``; ``context`` is prepended to the prefix."""
+    if context and not context.endswith("\n"):
+        context += "\n"
+    before = context + prefix
+    if template == "house":
+        return f"<|fim_suffix|>{suffix}<|fim_prefix|>{before}<|fim_middle|>"
+    if template == "qwen":
+        return f"<|fim_prefix|>{before}<|fim_suffix|>{suffix}<|fim_middle|>"
+    if template == "starcoder":
+        return f"<fim_prefix>{before}<fim_suffix>{suffix}<fim_middle>"
+    if template == "codellama":
+        return f"<PRE> {before} <SUF>{suffix} <MID>"
+    if template == "deepseek":
+        return f"<｜fim▁begin｜>{before}<｜fim▁hole｜>{suffix}<｜fim▁end｜>"
+    raise ValueError(f"unknown FIM template {template!r}; expected one of {', '.join(TEMPLATES)}")
+
+
+def _special_tokens(folder: Path) -> set[str]:
+    names: set[str] = set()
+    tok = folder / "tokenizer.json"
+    if tok.is_file():
+        try:
+            data = json.loads(tok.read_text(encoding="utf-8"))
+            names.update(t.get("content", "") for t in data.get("added_tokens", []))
+        except (OSError, ValueError):
+            pass
+    cfg = folder / "tokenizer_config.json"
+    if cfg.is_file():
+        try:
+            data = json.loads(cfg.read_text(encoding="utf-8"))
+            for t in (data.get("added_tokens_decoder") or {}).values():
+                names.add(t.get("content", "") if isinstance(t, dict) else str(t))
+            names.update(str(t) for t in data.get("additional_special_tokens") or [])
+        except (OSError, ValueError):
+            pass
+    return names
+
+
+def template_for_model(model_folder) -> str:
+    """Guess the FIM template of a checkpoint folder from config.json and its tokenizer's special tokens.
+
+    Our house models (``completer/models/house/*``, or a config with ``"completer_house": true``) use ``house``
+    (SPM); other Qwen-token models use ``qwen``. Raises ValueError when the folder shows no known FIM tokens.
+    """
+    folder = Path(model_folder)
+    config: dict = {}
+    if (folder / "config.json").is_file():
+        try:
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            config = {}
+    tokens = _special_tokens(folder)
+    from completer.models import HOUSE_DIR
+    try:
+        is_house = folder.resolve().parent == HOUSE_DIR.resolve()
+    except OSError:
+        is_house = False
+    if is_house or config.get("completer_house"):
+        return "house"
+    if "<|fim_prefix|>" in tokens:
+        return "qwen"
+    if "<fim_prefix>" in tokens:
+        return "starcoder"
+    if "<｜fim▁begin｜>" in tokens:
+        return "deepseek"
+    if "<PRE>" in tokens or "▁<PRE>" in tokens or config.get("model_type") == "llama" and "codellama" in str(
+            config.get("_name_or_path", "")).lower():
+        return "codellama"
+    model_type = str(config.get("model_type", "")).lower()
+    if model_type == "qwen2":
+        return "qwen"
+    if model_type in ("starcoder2", "gpt_bigcode"):
+        return "starcoder"
+    raise ValueError(f"cannot tell the FIM template of the model in {folder}: no known FIM special tokens "
+                     f"(set the template explicitly: one of {', '.join(TEMPLATES)})")
