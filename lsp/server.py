@@ -59,6 +59,13 @@ class CompleterProtocol(LanguageServerProtocol):
     """pygls' protocol, plus JSON-RPC errors where pygls only logs, and our own document store."""
 
     def structure_message(self, data):
+        if isinstance(data, dict) and "jsonrpc" in data and "method" in data:
+            bad_id = "id" in data and (isinstance(data["id"], bool) or not isinstance(data["id"], (int, str)))
+            if bad_id or not isinstance(data["method"], str):
+                return _Malformed(None if bad_id else data.get("id"), str(data["method"]), JsonRpcInvalidRequest.CODE,
+                                  "invalid request: id must be an integer or a string, method a string")
+            if "params" not in data:  # JSON-RPC 2.0 lets a request or notification omit params; pygls requires it
+                data = {**data, "params": None}
         try:
             return super().structure_message(data)
         except JsonRpcException as e:
@@ -73,7 +80,7 @@ class CompleterProtocol(LanguageServerProtocol):
             self.send_error(message.id, message.code, message.message)
             return
         if not hasattr(message, "jsonrpc") or getattr(message, "jsonrpc", None) != self.VERSION:
-            msg_id = message.get("id") if isinstance(message, dict) else None
+            msg_id = message.get("id") if isinstance(message, dict) else getattr(message, "id", None)
             self.send_error(msg_id if isinstance(msg_id, (int, str)) else None, JsonRpcInvalidRequest.CODE,
                             'invalid request: expected a JSON-RPC 2.0 object with "jsonrpc": "2.0"')
             return

@@ -12,6 +12,7 @@
 - restarts: closes the failed engine and builds a new one from the same :class:`EngineConfig`, after a backoff that
   doubles with each consecutive failure (``backoff_s`` .. ``max_backoff_s``; reset by the first request that
   completes on the new engine). Requests that arrive meanwhile wait for the new engine (up to ``restart_wait_s``);
+- replaces lone surrogates in text prompts (JSON allows them; a UTF-8 tokenizer does not) with U+FFFD;
 - counts all of it in ``counters()["supervisor"]`` (restarts, failures, refused and shed requests, requests in
   flight), next to the current engine's own counters.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -119,6 +121,8 @@ class SupervisedEngine:
         if self._closed:
             raise EngineError("engine is closed")
         engine = await self._current()
+        if isinstance(request.prompt, str) and _has_surrogates(request.prompt):
+            request = dataclasses.replace(request, prompt=clean_text(request.prompt))
         self._check(request, engine)
         if request.request_id in self._flights:
             raise EngineError(f"request id {request.request_id!r} is already running")
@@ -170,7 +174,7 @@ class SupervisedEngine:
         return c
 
     def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
+        return self.inner.count_tokens(clean_text(text) if _has_surrogates(text) else text)
 
     async def close(self) -> None:
         self._closed = True
@@ -267,6 +271,20 @@ class SupervisedEngine:
         if self._closed:
             raise EngineError("engine is closed")
         return self.inner
+
+
+def _has_surrogates(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates (valid in JSON strings and editors' UTF-16 buffers, not in UTF-8 tokenizers)
+    replaced by U+FFFD; surrogate pairs that arrived as two escapes become the character they encode."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def _context_length(engine: Engine) -> int | None:

@@ -1,0 +1,161 @@
+"""Exposure policy: plain functions, then a real ``completer-lsp --ws`` / ``--stdio`` process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+
+from lsp import security
+from lsp.security import FrameLimitReader, Policy
+from rawlsp import ROOT, RawClient, frame
+from wsserver import WsClient, WsServer
+
+
+# --- plain functions ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("host,loop", [("127.0.0.1", True), ("127.3.4.5", True), ("::1", True), ("[::1]", True),
+                                       ("localhost", True), ("0.0.0.0", False), ("", False), ("::", False),
+                                       ("192.168.1.10", False), ("example.com", False)])
+def test_loopback(host, loop):
+    assert security.is_loopback(host) is loop
+    if loop:
+        security.check_bind(host, None)
+    else:
+        with pytest.raises(security.SecurityError, match="--ws-token"):
+            security.check_bind(host, None)
+        security.check_bind(host, "t0ken")
+
+
+@pytest.mark.parametrize("origin,ok", [(None, True), ("http://localhost:5173", True), ("http://127.0.0.1:80", True),
+                                       ("vscode-webview://abc123", True), ("https://evil.example", False),
+                                       ("http://localhost.evil.example:80", False), ("null", False),
+                                       ("http://127.0.0.1.evil:1", False)])
+def test_origin_allowlist(origin, ok):
+    assert security.origin_allowed(origin, security.DEFAULT_ORIGINS) is ok
+
+
+def test_token_sources_and_compare():
+    assert security.token_from({"Authorization": "Bearer abc"}, "/") == "abc"
+    assert security.token_from({}, "/?token=xyz&a=1") == "xyz"
+    assert security.token_from({"Authorization": "Basic abc"}, "/") is None
+    assert security.token_ok("abc", "abc") and not security.token_ok("abd", "abc")
+    assert not security.token_ok(None, "abc") and not security.token_ok("\ud800", "abc")
+
+
+def test_model_allowlist(tmp_path):
+    inside = tmp_path / "models" / "m"
+    inside.mkdir(parents=True)
+    (tmp_path / "models" / "link").symlink_to("/etc")
+    p = Policy(allow_client_models=False, server_models=frozenset({"/srv/named"}), model_dirs=(tmp_path / "models",))
+    assert security.model_allowed("house:target", p) and security.model_allowed("/srv/named", p)
+    assert security.model_allowed(str(inside), p)
+    assert not security.model_allowed("/etc", p)
+    assert not security.model_allowed(str(tmp_path / "models" / "link"), p)        # symlink out of the folder
+    assert not security.model_allowed(str(tmp_path / "models" / ".." / "x"), p)
+    assert not security.model_allowed("some/relative", p) and not security.model_allowed("org/hub-model", p)
+    cfg = Namespace(model="/etc", draft="house:draft")
+    with pytest.raises(security.SecurityError, match="model '/etc' is not allowed"):
+        security.check_models(cfg, p)
+    security.check_models(cfg, Policy(allow_client_models=True))
+    args = Namespace(ws_token=None, allow_origin=None, max_message_bytes=10, model=["/a"], allow_model_dir=None,
+                     allow_client_models=False)
+    assert Policy.from_args(args, "stdio").allow_client_models
+    assert not Policy.from_args(args, "ws").allow_client_models
+
+
+async def test_frame_limit_reader_skips_oversized_frames():
+    r = asyncio.StreamReader()
+    small = frame(b'{"a": 1}')
+    r.feed_data(frame(b"x" * 5000) + small + frame(b"y" * 300_000, b"Content-Type: a\r\n") + small)
+    r.feed_eof()
+    seen = []
+    fr = FrameLimitReader(r, 100, seen.append)
+    for _ in range(2):                         # what pygls' run_async does: headers, then the body
+        assert (await fr.readline()).startswith(b"Content-Length")
+        while await fr.readline() != b"\r\n":
+            pass
+        assert await fr.readexactly(5000 if not seen else 300_000) == b'{"a": 1}'
+    assert seen == [5000, 300_000] and fr.skipped == 2
+
+
+# --- a real server ----------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ws_server(tmp_path_factory, tiny_pair):
+    s = WsServer("--allow-model-dir", str(tiny_pair[0].parent), "--max-message-bytes", "100000",
+                 log_path=tmp_path_factory.mktemp("ws") / "server.log")
+    yield s
+    s.stop()
+
+
+async def expect_refused(url: str, **kw) -> None:
+    with pytest.raises(InvalidStatus) as e:
+        async with connect(url, **kw):
+            pass
+    assert e.value.response.status_code == 403
+
+
+async def test_origin_checked_at_handshake(ws_server):
+    await expect_refused(ws_server.url, origin="https://evil.example")
+    await expect_refused(ws_server.url, origin="http://localhost.evil.example:8080")
+    for origin in (None, "http://localhost:3000", "vscode-webview://0a1b2c"):
+        async with connect(ws_server.url, origin=origin) as ws:
+            c = WsClient(ws)
+            assert (await c.request("completer/health", {}))["result"]["ok"] is not None
+
+
+async def test_client_models_limited_to_allowlist(ws_server, engine_options, tmp_path):
+    c = await WsClient.connect(ws_server.url)
+    r = await c.initialize({**engine_options, "model": "/etc"})
+    assert r["error"]["code"] == -32602 and "not allowed" in r["error"]["message"], r
+    r = await c.initialize({**engine_options, "draft": str(tmp_path)})
+    assert r["error"]["code"] == -32602 and "draft" in r["error"]["message"], r
+    r = await c.initialize(engine_options)        # under --allow-model-dir: accepted
+    assert "result" in r, r
+    await c.wait_engine()
+    await c.close()
+
+
+async def test_message_size_limit_closes_only_that_connection(ws_server):
+    c = await WsClient.connect(ws_server.url)
+    await c.send({"jsonrpc": "2.0", "method": "x/big", "params": {"blob": "z" * 200_000}})
+    await asyncio.wait_for(c._task, 10)                # the server closes the connection
+    assert c.ws.close_code == 1009                     # "message too big"
+    async with connect(ws_server.url) as ws:          # the server keeps serving
+        assert "result" in await WsClient(ws).request("completer/health", {})
+
+
+async def test_token_required_when_set(tiny_pair, tmp_path):
+    s = WsServer("--ws-token", "s3cret", log_path=tmp_path / "tok.log")
+    try:
+        await expect_refused(s.url)
+        await expect_refused(s.url, additional_headers={"Authorization": "Bearer wrong"})
+        for kw, url in (({"additional_headers": {"Authorization": "Bearer s3cret"}}, s.url), ({}, s.url + "/?token=s3cret")):
+            async with connect(url, **kw) as ws:
+                assert "result" in await WsClient(ws).request("completer/health", {})
+    finally:
+        s.stop()
+
+
+def test_non_loopback_bind_needs_a_token():
+    p = subprocess.run([sys.executable, "-m", "lsp.server", "--ws", "0.0.0.0:0"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert p.returncode != 0 and "--ws-token" in p.stderr, p.stderr[-2000:]
+
+
+def test_stdio_oversized_frame_is_refused_and_serving_goes_on(tmp_path):
+    c = RawClient(["--max-message-bytes", "4096"], stderr_path=tmp_path / "stdio.log")
+    try:
+        start = c.mark()
+        c.send_bytes(frame(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "x", "params": "a" * 10_000}).encode()))
+        assert c.health()["ok"] is not None
+        errs = [m for m in c.since(start) if "error" in m]
+        assert len(errs) == 1 and errs[0]["error"]["code"] == -32600 and "4096" in errs[0]["error"]["message"]
+    finally:
+        c.close()
