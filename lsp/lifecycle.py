@@ -165,6 +165,8 @@ class Lifecycle:
                 parts.append(chunk.text)
                 if chunk.finished:
                     finished = True
+                    if chunk.finish_reason == "abort":   # aborted inside the engine (restart, close): cancelled
+                        raise asyncio.CancelledError(f"engine aborted {rid}")
                     break
         finally:
             if not finished:

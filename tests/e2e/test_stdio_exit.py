@@ -1,0 +1,76 @@
+"""Process-level behaviour over raw stdio: a vanished client (EOF mid-request) and shutdown/exit end the server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from e2e_helpers import SERVER_MODULE  # noqa: E402
+
+PY = "import os\n\n\ndef main():\n    "
+
+
+def frame(msg: dict) -> bytes:
+    body = json.dumps(msg).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+async def read_message(stdout) -> dict:
+    length = 0
+    while True:
+        line = await stdout.readline()
+        assert line, "server closed stdout"
+        if line.startswith(b"Content-Length:"):
+            length = int(line.split(b":")[1])
+        elif line == b"\r\n" and length:
+            return json.loads(await stdout.readexactly(length))
+
+
+async def response(stdout, msg_id) -> dict:
+    while True:
+        msg = await asyncio.wait_for(read_message(stdout), 60)
+        if msg.get("id") == msg_id and "method" not in msg:
+            return msg
+
+
+async def start(engine_options, **options):
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", SERVER_MODULE, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL)
+    proc.stdin.write(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "processId": None, "rootUri": None, "capabilities": {},
+        "initializationOptions": {"engine": engine_options, **options}}}))
+    assert "result" in await response(proc.stdout, 1)
+    proc.stdin.write(frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+    for i in range(600):
+        proc.stdin.write(frame({"jsonrpc": "2.0", "id": f"s{i}", "method": "completer/stats"}))
+        if (await response(proc.stdout, f"s{i}"))["result"]["engineReady"]:
+            return proc
+        await asyncio.sleep(0.1)
+    raise AssertionError("engine never ready")
+
+
+async def test_vanished_client_mid_request_ends_the_server(engine_options):
+    proc = await start(engine_options, maxTokens=400, debounceMs=0)
+    proc.stdin.write(frame({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": "file:///a.py", "languageId": "python", "version": 1, "text": PY}}}))
+    proc.stdin.write(frame({"jsonrpc": "2.0", "id": 7, "method": "textDocument/inlineCompletion", "params": {
+        "textDocument": {"uri": "file:///a.py"}, "position": {"line": 4, "character": 4},
+        "context": {"triggerKind": 2}}}))
+    await proc.stdin.drain()
+    await asyncio.sleep(0.2)
+    proc.stdin.close()                       # the editor is gone
+    rc = await asyncio.wait_for(proc.wait(), 60)
+    assert rc == 0
+
+
+async def test_shutdown_then_exit(engine_options):
+    proc = await start(engine_options)
+    proc.stdin.write(frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
+    assert (await response(proc.stdout, 2))["result"] is None
+    proc.stdin.write(frame({"jsonrpc": "2.0", "method": "exit"}))
+    await proc.stdin.drain()
+    assert await asyncio.wait_for(proc.wait(), 60) == 0
