@@ -203,3 +203,37 @@ def test_speculative_sampling_end_to_end_matches_target_distribution():
     tv_draft = 0.5 * float((draft_joint - exact).abs().sum())
     assert tv < 0.08, f"TV {tv:.3f} between speculative samples and the target's joint distribution"
     assert tv_draft > 0.15, f"draft too close to target ({tv_draft:.3f}) for the test to mean anything"
+
+
+async def test_engine_sampling_with_speculation_matches_target_marginal(make_engine):
+    """Through the whole engine (tiny pair, temperature 0.25 so that few tokens matter): the marginal distribution of the second generated
+    token, with draft speculation and without, against the target's exact marginal (enumerated over the first)."""
+    N, T = 300, 0.25
+    prompt = contract.PROMPTS[3]
+    plain, spec = make_engine(speculation="none"), make_engine(speculation="draft", num_speculative_tokens=3)
+    ids = plain.encode(prompt)
+    V = plain.n_vocab
+    with torch.inference_mode():
+        logits = plain.target(torch.tensor([ids]))[0, -1, :V]
+        p1 = torch.softmax(logits.float() / T, -1)
+        top = torch.nonzero(p1 > 1e-4).flatten().tolist()              # the first tokens that matter
+        exact = torch.zeros(V)
+        for a in top:
+            exact += p1[a] * torch.softmax(plain.target(torch.tensor([ids + [a]]))[0, -1, :V].float() / T, -1)
+    exact = exact.clone() / exact.sum()
+    result = {}
+    for name, eng in (("plain", plain), ("spec", spec)):
+        counts = torch.zeros(V)
+        for s in range(N):
+            seq = []
+            async for c in eng.generate(Request(f"{name}{s}", ids, max_new_tokens=3, temperature=T, seed=s)):
+                seq.extend(c.token_ids)
+            if len(seq) >= 2:                                            # EOS first ends early: rare, skipped
+                counts[seq[1]] += 1
+        result[name] = 0.5 * float((counts / counts.sum() - exact).abs().sum())
+    assert spec.counters()["draft_tokens"] > 0
+    expected = 0.5 * float((2 * exact * (1 - exact) / (3.14159 * N)).sqrt().sum())   # E[TV] of N samples
+    bound = 2 * expected + 0.02
+    assert result["plain"] < bound, (result, bound)
+    assert result["spec"] < bound, (result, bound)
+    await plain.close(), await spec.close()
