@@ -85,29 +85,41 @@ def _line_starts(text: str, upto: int) -> list[int]:
     return starts
 
 
-def _prefix_window(before: str, budget: int, count: Callable[[str], int], starts: list[int]) -> int:
-    """The character index where the prefix window starts: the earliest line that is a multiple of ANCHOR_STEP
-    (or the cursor's line) whose text up to the cursor fits in ``budget`` tokens; inside a giant cursor line, a
-    multiple of 256 characters from the line start."""
+def _earliest_fit(before: str, budget: int, count, starts: list[int], step: int, lo_line: int) -> int | None:
+    """The earliest line >= lo_line that is a multiple of ``step`` and whose text up to the cursor fits."""
     cur = len(starts) - 1
     limit = budget * CHARS_PER_TOKEN_MAX
-    cands = [a for a in range(0, cur + 1, ANCHOR_STEP) if len(before) - starts[a] <= limit]
-    if not cands or cands[-1] != cur:
-        cands.append(cur)
-    lo, hi = 0, len(cands) - 1        # find the first candidate that fits; fit is monotonic in the anchor
-    if count(before[starts[cands[hi]]:]) > budget:
-        ls = starts[cur]
-        keep = max(16, budget * 2)
-        if len(before) - ls <= keep:
-            return ls
-        return ls + ((len(before) - ls - keep) // 256 + 1) * 256
+    first = -(-lo_line // step) * step
+    cands = [a for a in range(first, cur + 1, step) if len(before) - starts[a] <= limit]
+    if not cands or count(before[starts[cands[-1]]:]) > budget:
+        return None
+    lo, hi = 0, len(cands) - 1        # fit is monotonic in the anchor: binary search the first that fits
     while lo < hi:
         mid = (lo + hi) // 2
         if count(before[starts[cands[mid]]:]) <= budget:
             hi = mid
         else:
             lo = mid + 1
-    return starts[cands[lo]]
+    return cands[lo]
+
+
+def _prefix_window(before: str, budget: int, count: Callable[[str], int], starts: list[int]) -> int:
+    """The character index where the prefix window starts: the earliest line that is a multiple of ANCHOR_STEP
+    whose text up to the cursor fits in ``budget`` tokens; when even the nearest such line does not fit, the same
+    with finer steps (4, then 1 line) after it; inside a giant cursor line, a multiple of 256 characters from the
+    line start. The start only moves when the prefix outgrows the budget, and then by whole steps."""
+    cur = len(starts) - 1
+    lo_line = 0
+    for step in (ANCHOR_STEP, 4, 1):
+        line = _earliest_fit(before, budget, count, starts, step, lo_line)
+        if line is not None:
+            return starts[line]
+        lo_line = cur // step * step
+    ls = starts[cur]
+    keep = max(16, budget * 2)
+    if len(before) - ls <= keep:
+        return ls
+    return ls + ((len(before) - ls - keep) // 256 + 1) * 256
 
 
 def _render(sections: list[tuple[str, list[str]]], comment: str) -> str:
@@ -224,6 +236,14 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
         context = assemble(chosen)
     prefix = before[start:]
     prompt = fim_prompt(prefix, suffix, template, context)
+    for _ in range(6):  # token counts are not additive across a join: trim the prefix until the whole fits
+        over = count(prompt) - int(budget_tokens)
+        if over <= 0:
+            break
+        prefix_budget = max(1, prefix_budget - max(over, 4))
+        start = max(start, _prefix_window(before, prefix_budget, count, starts))
+        prefix = before[start:]
+        prompt = fim_prompt(prefix, suffix, template, context)
     ends = END_TOKENS.get(template, ())
     if mode.mode == "line":
         stop = ("\n",) + ends

@@ -102,6 +102,8 @@ def _header(buf: bytes, node, line_text: str) -> str:
     if end is None:
         end = buf.find(b"\n", start)
         end = node.end_byte if end < 0 or end > node.end_byte else end
+    if buf[end:end + 1] == b"{":
+        end += 1                                   # keep the opening brace: "fn f() {" reads as a header
     text = buf[start:end].decode("utf-8", "replace").rstrip()
     lines = text.split("\n")[:MAX_HEADER_LINES]
     return _indent_of(line_text) + "\n".join(l.rstrip() for l in lines)

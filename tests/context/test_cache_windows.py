@@ -1,0 +1,49 @@
+"""Consecutive keystrokes give prompts that share everything but the last few characters of the prefix."""
+
+from __future__ import annotations
+
+import os
+
+from completer.context import ANCHOR_STEP, SourceFile, build_prompt
+
+BODY = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(200))
+LINE = "result = compute(values, scale) + offset  # typed one key at a time"
+
+
+def _common(a: str, b: str) -> int:
+    return len(os.path.commonprefix([a, b]))
+
+
+def _typing(count_tokens, template, text_before, text_after, typed):
+    prompts = []
+    for k in range(len(typed) + 1):
+        text = text_before + typed[:k] + text_after
+        plan = build_prompt(SourceFile("file:///t/m.py", "python", text), len(text_before) + k,
+                            count_tokens=count_tokens, budget_tokens=512, template=template)
+        prompts.append(plan.prompt)
+    return prompts
+
+
+def test_each_keystroke_shares_all_but_the_end(count_tokens):
+    mid = BODY.index("def f120")
+    prompts = _typing(count_tokens, "house", BODY[:mid], "\n" + BODY[mid:], LINE)
+    tail = len("<|fim_middle|>")
+    shared = [_common(p1, p2) >= len(p1) - tail for p1, p2 in zip(prompts, prompts[1:])]
+    # SPM: everything up to the cursor of the earlier prompt is shared, except where the prefix window moves
+    # (by whole ANCHOR_STEP lines, at most once while one line is typed)
+    assert shared.count(False) <= 1, shared
+
+
+def test_window_moves_in_coarse_steps_over_many_lines(count_tokens):
+    lines = [f"value_{i} = value_{i - 1} + {i}\n" for i in range(1, 120)]
+    prompts = _typing(count_tokens, "house", "value_0 = 0\n", "", "".join(lines))
+    breaks = sum(1 for p1, p2 in zip(prompts, prompts[1:]) if _common(p1, p2) < len(p1) - 40)
+    assert breaks <= len(lines) // ANCHOR_STEP + 3, breaks
+
+
+def test_psm_template_shares_the_context_and_prefix(count_tokens):
+    mid = BODY.index("def f120")
+    prompts = _typing(count_tokens, "qwen", BODY[:mid], "\n" + BODY[mid:], LINE[:20])
+    for p1, p2 in zip(prompts, prompts[1:]):
+        cut = p1.index("<|fim_suffix|>")
+        assert _common(p1, p2) >= cut
