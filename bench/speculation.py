@@ -69,8 +69,8 @@ def heldout_sources(limit_files: int, files: list[str] | None = None) -> list[tu
 
 
 def make_prompts(sources, n: int, seed: int, prefix_chars: int, suffix_chars: int, count=len,
-                 budget: int = 10**9) -> list[dict]:
-    """FIM prompts (PSM) cut at the start of a random non-blank line's code, one per file round-robin."""
+                 budget: int = 10**9, template: str | None = None) -> list[dict]:
+    """FIM prompts (``completer.context.build_prompt`` with ``template``, or plain PSM when None) cut at the start of a random non-blank line's code, one per file round-robin."""
     rng = random.Random(seed)
     prompts = []
     rng.shuffle(sources)
@@ -85,12 +85,18 @@ def make_prompts(sources, n: int, seed: int, prefix_chars: int, suffix_chars: in
         indent = len(lines[i]) - len(lines[i].lstrip())
         cut = sum(len(x) + 1 for x in lines[:i]) + indent + min(len(lines[i].strip()), rng.randint(0, 12))
         before, after = text[:cut], text[cut:]
-        pre, suf = prefix_chars, suffix_chars
-        while True:                                      # fit the model's context (budget in tokens)
-            prompt = f"<|fim_prefix|>{before[-pre:]}<|fim_suffix|>{after[:suf]}<|fim_middle|>"
-            if count(prompt) <= budget or pre < 64:
-                break
-            pre, suf = pre * 3 // 4, suf * 3 // 4
+        if template is not None:                         # the context API, as the language server builds it
+            from completer.context import SourceFile, build_prompt
+
+            prompt = build_prompt(SourceFile(Path(name).resolve().as_uri(), "python", text), cut, count_tokens=count,
+                                  budget_tokens=budget, template=template).prompt
+        else:
+            pre, suf = prefix_chars, suffix_chars
+            while True:                                  # fit the model's context (budget in tokens)
+                prompt = f"<|fim_prefix|>{before[-pre:]}<|fim_suffix|>{after[:suf]}<|fim_middle|>"
+                if count(prompt) <= budget or pre < 64:
+                    break
+                pre, suf = pre * 3 // 4, suf * 3 // 4
         prompts.append({"file": name, "offset": cut, "prompt": prompt})
     return prompts
 
@@ -155,9 +161,14 @@ async def run(args) -> dict:
                                                  prefix_cache=False, max_speculative_tokens=args.max_k, **kw))
     any_engine = next(e for e in engines.values() if e.draft is not None)
     sources = heldout_sources(args.prompts, args.files)
-    budget = any_engine.target.config.max_position_embeddings - args.max_tokens - args.max_k - 8
+    budget = min(args.context_tokens,
+                 any_engine.target.config.max_position_embeddings - args.max_tokens - args.max_k - 8)
+    template = None
+    if args.template != "plain":
+        from completer.prompt import template_for_model
+        template = template_for_model(any_engine.model_path) if args.template == "auto" else args.template
     prompts = make_prompts(sources, args.prompts, args.seed, args.prefix_chars, args.suffix_chars,
-                           any_engine.count_tokens, budget)
+                           any_engine.count_tokens, budget, template)
     if not prompts:
         raise SystemExit("no held-out files with enough lines found")
     ctx = int(statistics.median(any_engine.count_tokens(p["prompt"]) for p in prompts))
@@ -204,7 +215,7 @@ async def run(args) -> dict:
         await eng.close()
     return {"command": "python " + " ".join(shlex.quote(a) for a in sys.argv), "machine": machine(),
             "model": args.model, "draft": args.draft, "model_provenance": model_provenance(args.model),
-            "prompts": len(prompts), "repeats": args.repeats, "max_new_tokens": args.max_tokens,
+            "template": template or "plain", "prompts": len(prompts), "repeats": args.repeats, "max_new_tokens": args.max_tokens,
             "median_prompt_tokens": ctx, "forward_cost_s": cost,
             "cost_ratio_draft_over_target": cost.get("draft", 0) / cost["target"] if cost.get("target") else None,
             "identical_greedy_outputs": identical, "rows": rows,
@@ -220,7 +231,7 @@ def markdown(res: dict) -> str:
         f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']} ({m['torch_threads']} threads), "
         f"Python {m['python']}  ",
         f"Models: target `{res['model']}`, draft `{res['draft']}` ({res['model_provenance']})  ",
-        f"{res['prompts']} FIM prompts from held-out files (median {res['median_prompt_tokens']} tokens) x "
+        f"{res['prompts']} FIM prompts ({res['template']} template, built by completer.context) from held-out files (median {res['median_prompt_tokens']} tokens) x "
         f"{res['repeats']} repeats, greedy, up to {res['max_new_tokens']} new tokens, no prefix-cache reuse.  ",
         f"Greedy outputs identical across all configurations: **{res['identical_greedy_outputs']}**", "",
         "| config | tokens/s median | tokens/s p5 | latency ms median | latency ms p95 | speedup | "
@@ -296,7 +307,9 @@ def main(argv=None) -> int:
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--ks", type=int, nargs="+", default=list(range(1, 9)))
     p.add_argument("--max-k", type=int, default=8, help="bound for adaptive k")
-    p.add_argument("--prefix-chars", type=int, default=3000)
+    p.add_argument("--template", default="auto", help="FIM template (auto: from the model) or 'plain' PSM")
+    p.add_argument("--context-tokens", type=int, default=1024, help="prompt budget, as the language server's")
+    p.add_argument("--prefix-chars", type=int, default=3000, help="plain template only")
     p.add_argument("--suffix-chars", type=int, default=600)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--files", nargs="*", help="source files to cut prompts from (default: the held-out split)")

@@ -34,27 +34,19 @@ def offset_of(text: str, line: int, column: int) -> int:
     return sum(len(x) + 1 for x in lines[: line - 1]) + column - 1
 
 
-def build(text: str, offset: int, path: Path, engine, max_tokens: int):
-    """(prompt, stop, finish(raw) -> completion) from the context helper's API, or a plain FIM prompt."""
-    try:
-        from .context import build_prompt
-        from .postprocess import postprocess
-    except ImportError:
-        build_prompt = postprocess = None
-    if build_prompt is not None:
-        built = build_prompt(text, offset, path=str(path), count_tokens=engine.count_tokens)
-        return built.prompt, tuple(built.stop), lambda raw: postprocess(raw, built)
-    before, after = text[:offset], text[offset:]
-    line_rest = after.split("\n", 1)[0]
-    multiline = not before[before.rfind("\n") + 1:].strip() and not line_rest.strip()
-    prompt = f"<|fim_prefix|>{before[-6000:]}<|fim_suffix|>{after[:2000]}<|fim_middle|>"
+def build(text: str, offset: int, path: Path, engine, max_tokens: int, template: str = "auto",
+          budget_tokens: int = 1024):
+    """(prompt, stop, max_tokens, finish(raw) -> completion) from the context API (tree-sitter context, FIM
+    template of the model's family, line/block mode) and its postprocess."""
+    from .context import SourceFile, build_prompt
+    from .postprocess import postprocess
+    from .prompt import template_for_model
 
-    def finish(raw: str) -> str:
-        out = raw if multiline else raw.split("\n", 1)[0]
-        if line_rest and out.endswith(line_rest):
-            out = out[: len(out) - len(line_rest)]
-        return out.rstrip() if multiline else out
-    return prompt, (("\n\n\n",) if multiline else ("\n",)), finish
+    if template == "auto":
+        template = template_for_model(engine.model_path) if hasattr(engine, "model_path") else "house"
+    plan = build_prompt(SourceFile(path.resolve().as_uri(), "", text), offset, count_tokens=engine.count_tokens,
+                        budget_tokens=budget_tokens, template=template, max_tokens=max_tokens)
+    return plan.prompt, tuple(plan.stop), min(max_tokens, plan.max_tokens), lambda raw: postprocess(raw, plan)
 
 
 def k_arg(value: str) -> int | str:
@@ -80,9 +72,10 @@ async def complete(args) -> int:
                           num_speculative_tokens=args.k, device=args.device)
     engine = create_engine(config)
     try:
-        prompt, stop, finish = build(text, offset, path, engine, args.max_tokens)
+        prompt, stop, max_tokens, finish = build(text, offset, path, engine, args.max_tokens, args.template,
+                                                 args.context_tokens)
         raw = ""
-        async for chunk in engine.generate(Request("cli", prompt, max_new_tokens=args.max_tokens, stop=stop,
+        async for chunk in engine.generate(Request("cli", prompt, max_new_tokens=max_tokens, stop=stop,
                                                    temperature=args.temperature, seed=args.seed)):
             raw += chunk.text
         print(finish(raw))
@@ -109,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--draft", default=None, help="draft model (default house:draft when speculation uses one)")
     c.add_argument("--speculation", choices=SPECULATION, default="draft")
     c.add_argument("--k", type=k_arg, default="adaptive", help="draft tokens per step, or 'adaptive'")
-    c.add_argument("--max-tokens", type=int, default=64)
+    c.add_argument("--max-tokens", type=int, default=64, help="upper bound; line completions use fewer")
+    c.add_argument("--template", default="auto", help="FIM template: auto (from the model) | house | qwen | ...")
+    c.add_argument("--context-tokens", type=int, default=1024, help="prompt budget in tokens")
     c.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     c.add_argument("--temperature", type=float, default=0.0)
     c.add_argument("--seed", type=int, default=None)

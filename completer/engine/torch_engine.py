@@ -27,7 +27,8 @@ from ..spec import DraftProposer, Sampling, decode_one, make_schedule, prefill, 
 from .base import Chunk, Counters, EngineError, Request, apply_stop, held_back
 from .config import EngineConfig
 
-STOP_TOKENS = ("<|endoftext|>", "<|file_sep|>", "<|fim_pad|>", "<|im_end|>", "</s>", "<|eot_id|>")
+STOP_TOKENS = ("<|endoftext|>", "<|file_sep|>", "<|fim_pad|>", "<|im_end|>", "</s>", "<|eot_id|>", "<EOT>",
+               "<|EOT|>", "<｜end▁of▁sentence｜>", "<file_sep>")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CACHE_KEYS = 8          # documents whose KV caches are kept for reuse (LRU)
 DETOK_CONTEXT = 4       # prompt tokens decoded with the output so that leading spaces/merges come out right
