@@ -1,0 +1,237 @@
+"""The vLLM backend: the ``Engine`` interface on vLLM's v1 ``AsyncLLM`` (engine core in its own process).
+
+Speculation is vLLM's own (``speculative_config``): ``draft_model`` (target + small draft) or ``ngram`` (prompt
+lookup). Automatic prefix caching is on unless ``prefix_cache=False``; CUDA graphs (and vLLM's torch.compile) are on
+unless ``enforce_eager=True``. Prompts are tokenized here with the model's ``tokenizer.json`` exactly as the embedded
+backend does, so both backends see the same token ids. Draft/accepted counts per position come from the scheduler's
+``SpecDecodingStats`` through a stat logger passed to ``AsyncLLM`` (they arrive with each engine step's outputs).
+
+vLLM is an optional extra (``pip install completer[vllm]``); importing this module does not need it, building a
+``VLLMEngine`` does. The pure helpers (``engine_kwargs``, ``sampling_kwargs``, ``merge_spec_stats``) are tested
+without vLLM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from ..models import resolve_model
+from .base import Chunk, Counters, EngineError, Request
+from .config import EngineConfig
+
+log = logging.getLogger(__name__)
+
+ADAPTIVE_K = 4   # vLLM has no acceptance-driven k; "adaptive" maps to this fixed k (capped by max_speculative_tokens)
+
+
+def speculative_k(config: EngineConfig) -> int:
+    k = config.num_speculative_tokens
+    return min(ADAPTIVE_K, config.max_speculative_tokens) if k == "adaptive" else int(k)
+
+
+def engine_kwargs(config: EngineConfig, model: Path | str, draft: Path | str | None = None,
+                  **overrides: Any) -> dict:
+    """``AsyncEngineArgs`` keyword arguments for ``config`` (model/draft already resolved to folders).
+
+    ``overrides`` are extra vLLM engine arguments (e.g. ``max_model_len``) that win over the mapped ones."""
+    if config.backend != "vllm":
+        raise ValueError(f"engine_kwargs is for backend='vllm', got {config.backend!r}")
+    if config.device not in ("auto", "cuda"):
+        raise ValueError(f"the vLLM backend runs on CUDA GPUs chosen by CUDA_VISIBLE_DEVICES; "
+                         f"device={config.device!r} is not supported (use 'auto')")
+    kw: dict[str, Any] = dict(
+        model=str(model),
+        tokenizer=str(model),
+        dtype=config.dtype,
+        tensor_parallel_size=config.tensor_parallel_size,
+        gpu_memory_utilization=config.gpu_memory_utilization,
+        enforce_eager=config.enforce_eager,
+        load_format=config.load_format,
+        enable_prefix_caching=config.prefix_cache,
+        disable_log_stats=True,          # our stat logger still gets every step's stats (custom loggers force it)
+        seed=0,
+    )
+    k = speculative_k(config)
+    if config.speculation == "draft":
+        if draft is None:
+            raise ValueError("speculation='draft' needs a resolved draft model folder")
+        kw["speculative_config"] = {"method": "draft_model", "model": str(draft), "num_speculative_tokens": k}
+    elif config.speculation == "ngram":
+        kw["speculative_config"] = {"method": "ngram", "num_speculative_tokens": k,
+                                    "prompt_lookup_min": config.ngram_min, "prompt_lookup_max": config.ngram_max}
+    elif config.speculation == "draft+ngram":
+        raise ValueError("the vLLM backend runs one proposer per engine: use speculation='draft' or 'ngram' "
+                         "('draft+ngram' is the embedded backend's)")
+    kw.update(overrides)
+    return kw
+
+
+def sampling_kwargs(request: Request) -> dict:
+    """``SamplingParams`` keyword arguments for ``request`` (``output_kind`` is added by the engine)."""
+    kw: dict[str, Any] = dict(max_tokens=request.max_new_tokens, temperature=request.temperature,
+                              top_p=request.top_p, stop=list(request.stop), seed=request.seed)
+    if request.temperature == 0:
+        kw["top_p"] = 1.0                # greedy: top_p is meaningless and vLLM would warn
+    return kw
+
+
+def merge_spec_stats(counters: Counters, stats: Any) -> None:
+    """Add one engine step's ``vllm.v1.spec_decode.metrics.SpecDecodingStats`` (summed over the step's requests)
+    to ``counters``. Reads only plain attributes so it is testable without vLLM."""
+    if stats is None or not getattr(stats, "num_drafts", 0):
+        return
+    for name, add in (("draft_per_position", stats.num_draft_tokens_per_pos),
+                      ("accepted_per_position", stats.num_accepted_tokens_per_pos)):
+        lst = getattr(counters, name)
+        if len(lst) < len(add):
+            lst.extend([0] * (len(add) - len(lst)))
+        for i, n in enumerate(add):
+            lst[i] += int(n)
+    counters.draft_tokens += int(stats.num_draft_tokens)
+    counters.accepted_tokens += int(stats.num_accepted_tokens)
+
+
+def _stat_logger_factory(counters: Counters):
+    """A per-engine vLLM stat logger factory that feeds ``counters`` (imports vLLM)."""
+    from vllm.v1.metrics.loggers import StatLoggerBase
+
+    class CountersLogger(StatLoggerBase):
+        def __init__(self, vllm_config, engine_index: int = 0):
+            self.engine_index = engine_index
+
+        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
+            if scheduler_stats is not None:
+                merge_spec_stats(counters, scheduler_stats.spec_decoding_stats)
+
+        def log_engine_initialized(self):
+            pass
+
+    return lambda vllm_config, engine_index=0: CountersLogger(vllm_config, engine_index)
+
+
+class VLLMEngine:
+    """``Engine`` on vLLM's ``AsyncLLM``. ``engine_overrides`` are extra vLLM engine arguments (benchmarks)."""
+
+    name = "vllm"
+
+    def __init__(self, config: EngineConfig, **engine_overrides: Any) -> None:
+        try:
+            from vllm import SamplingParams
+            from vllm.engine.arg_utils import AsyncEngineArgs
+            from vllm.sampling_params import RequestOutputKind
+            from vllm.v1.engine.async_llm import AsyncLLM
+        except ImportError as e:
+            raise EngineError(f"backend 'vllm' needs vLLM (pip install 'completer[vllm]'; a CUDA GPU): {e}") from e
+        from tokenizers import Tokenizer
+
+        self.config = config
+        try:
+            self.model_path = resolve_model(config.model)
+            self.draft_path = resolve_model(config.draft) if config.speculation == "draft" else None
+        except FileNotFoundError as e:
+            raise EngineError(str(e)) from e
+        tok = self.model_path / "tokenizer.json"
+        if not tok.is_file():
+            raise EngineError(f"{self.model_path} has no tokenizer.json")
+        self.tokenizer = Tokenizer.from_file(str(tok))
+        try:
+            self.kwargs = engine_kwargs(config, self.model_path, self.draft_path, **engine_overrides)
+        except ValueError as e:
+            raise EngineError(str(e)) from e
+        self._SamplingParams = SamplingParams
+        self._DELTA = RequestOutputKind.DELTA
+        self._counters = Counters()
+        self._active: set[str] = set()
+        self._closed = False
+        log.info("starting vLLM AsyncLLM: %s", self.kwargs)
+        try:
+            self.llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**self.kwargs),
+                                                 stat_loggers=[_stat_logger_factory(self._counters)])
+        except Exception as e:
+            raise EngineError(f"vLLM engine failed to start: {type(e).__name__}: {e}") from e
+        self.max_model_len = self.llm.model_config.max_model_len
+
+    # --- Engine protocol ----------------------------------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=True).ids
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def counters(self) -> dict:
+        return self._counters.snapshot()
+
+    async def generate(self, request: Request) -> AsyncIterator[Chunk]:
+        if self._closed:
+            raise EngineError("engine is closed")
+        rid = request.request_id
+        if rid in self._active:
+            raise EngineError(f"request id {rid!r} is already running")
+        ids = list(request.prompt) if not isinstance(request.prompt, str) else self.encode(request.prompt)
+        if not ids:
+            raise EngineError("empty prompt")
+        if len(ids) + max(request.max_new_tokens, 1) > self.max_model_len:
+            raise EngineError(f"prompt of {len(ids)} tokens + {request.max_new_tokens} new tokens exceeds the "
+                              f"model's {self.max_model_len} positions")
+        c = self._counters
+        c.requests_started += 1
+        c.prompt_tokens += len(ids)
+        if request.max_new_tokens == 0:
+            c.requests_finished += 1
+            yield Chunk(rid, finished=True, finish_reason="length")
+            return
+        params = self._SamplingParams(**sampling_kwargs(request), output_kind=self._DELTA)
+        self._active.add(rid)
+        generated, done, first = 0, False, True
+        try:
+            async for out in self.llm.generate({"prompt_token_ids": ids}, params, rid):
+                if first and out.num_cached_tokens:
+                    c.cached_prompt_tokens += out.num_cached_tokens
+                first = False
+                o = out.outputs[0]
+                new = tuple(o.token_ids)
+                generated += len(new)
+                c.generated_tokens += len(new)
+                reason = None
+                if out.finished:
+                    done = True
+                    reason = o.finish_reason if o.finish_reason in ("stop", "length") else "abort"
+                    if reason == "abort":
+                        c.requests_aborted += 1
+                        c.wasted_tokens += generated
+                    else:
+                        c.requests_finished += 1
+                if new or o.text or out.finished:
+                    yield Chunk(rid, o.text, new, out.finished, reason)
+                if out.finished:
+                    return
+        except (asyncio.CancelledError, GeneratorExit):
+            if not done:
+                done = True
+                c.requests_aborted += 1
+                c.wasted_tokens += generated
+                await self.llm.abort(rid)
+            raise
+        except ValueError as e:                       # vLLM rejected the request
+            done = True
+            raise EngineError(f"bad request: {e}") from e
+        except Exception as e:
+            done = True
+            raise EngineError(f"vLLM engine error: {type(e).__name__}: {e}") from e
+        finally:
+            self._active.discard(rid)
+
+    async def abort(self, request_id: str) -> None:
+        if request_id in self._active and not self._closed:
+            await self.llm.abort(request_id)        # generate() then ends with finish_reason "abort"
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._active:
+            await self.llm.abort(list(self._active))
+        self.llm.shutdown()

@@ -1,0 +1,28 @@
+"""The shared engine contract (tests/engine_contract.py) on the vLLM backend with the house pair (GPU only)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_p = Path(__file__).resolve().parents[1] / "engine_contract.py"
+_spec = importlib.util.spec_from_file_location("engine_contract", _p)
+contract = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(contract)
+
+
+@pytest.mark.parametrize("speculation,k", [("draft", 4), ("ngram", 3)])
+async def test_greedy_speculation_is_lossless(make_engine, speculation, k):
+    counters = await contract.check_greedy_speculation_lossless(make_engine, speculation, k)
+    assert len(counters["draft_per_position"]) == k, counters
+    if speculation == "draft":   # a trained draft of the same data is right some of the time, not always
+        assert 0 < counters["accepted_tokens"] < counters["draft_tokens"], counters
+
+
+@pytest.mark.parametrize("speculation", ["none", "draft"])
+async def test_abort_within_one_step(make_engine, speculation):
+    await contract.check_abort_within_one_step(make_engine, speculation=speculation, max_step_tokens=9)
+
+
+async def test_concurrent_requests(make_engine):
+    await contract.check_concurrent_requests(make_engine, n=8, speculation="draft", num_speculative_tokens=4)
