@@ -1,0 +1,23 @@
+"""The Monaco web page in headless Chromium (playwright-core) against a real ``completer-lsp --ws``: runs the
+page's own test (editors/web/tests/ghost.test.mjs) with node's test runner. Screenshot: the test's tmp folder."""
+
+from __future__ import annotations
+
+import subprocess
+
+from conftest import EDITORS, require_tool, which
+
+WEB = EDITORS / "web"
+
+
+def test_web_page_ghost_text_in_chromium(client_env, tmp_path):
+    node = require_tool(which("node"), "node")
+    chromium = require_tool("/usr/bin/chromium", "chromium (apt-get install chromium)")
+    require_tool(WEB / "node_modules" / "monaco-editor" / "min", "editors/web/node_modules (npm ci)")
+    require_tool(WEB / "node_modules" / "playwright-core", "playwright-core (npm ci in editors/web)")
+    env = dict(client_env, CHROMIUM=chromium, COMPLETER_TEST_OUTPUT=str(tmp_path))
+    r = subprocess.run([node, "--test", "--test-reporter=spec", "tests/"], cwd=WEB, env=env,
+                       capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+    assert "pass 2" in r.stdout and "fail 0" in r.stdout, r.stdout[-3000:]
+    assert (tmp_path / "ghost-text.png").stat().st_size > 1000
