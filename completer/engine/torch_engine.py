@@ -223,7 +223,10 @@ class TorchEngine:
                 await self._wakeup.wait()
                 continue
             for run in list(self._running.values()):          # one step each, round robin
-                if run.aborted or run.done:
+                if run.done:
+                    continue
+                if run.aborted:                                # release its caches before a successor takes them
+                    self._finish_aborted(run)
                     continue
                 try:
                     new = await loop.run_in_executor(self._pool, self._step, run)

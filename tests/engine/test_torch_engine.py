@@ -237,3 +237,23 @@ async def test_engine_sampling_with_speculation_matches_target_marginal(make_eng
     assert result["plain"] < bound, (result, bound)
     assert result["spec"] < bound, (result, bound)
     await plain.close(), await spec.close()
+
+
+async def test_superseding_request_reuses_the_aborted_requests_cache(make_engine):
+    """The language server's pattern: a keystroke aborts the running request and starts one with a longer prompt
+    for the same document; the new one reuses the KV cache the aborted one computed."""
+    eng = make_engine(speculation="draft", num_speculative_tokens=2)
+    gen = eng.generate(Request("old", DOC, max_new_tokens=10_000, cache_key="doc"))
+    async for chunk in gen:
+        if chunk.text:
+            break
+    await eng.abort("old")
+    newer = asyncio.create_task(collect(eng, Request("new", DOC + "    de", max_new_tokens=4, cache_key="doc")))
+    await asyncio.sleep(0)                                 # the new request is registered before the old one ends
+    rest = [c async for c in gen]
+    assert rest[-1].finish_reason == "abort"
+    await newer
+    c = eng.counters()
+    assert c["requests_aborted"] == 1 and c["wasted_tokens"] > 0
+    assert c["cached_prompt_tokens"] >= eng.count_tokens(DOC) - 2
+    await eng.close()
