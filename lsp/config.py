@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from completer.engine import EngineConfig
+from completer.prompt import TEMPLATES
 
 
 class ConfigError(ValueError):
@@ -49,9 +50,9 @@ def _bool(name: str, v: Any) -> bool:
     return v
 
 
-def _str(name: str, v: Any) -> str:
-    if not isinstance(v, str) or not v:
-        raise ConfigError(f"{name}: expected a non-empty string, got {v!r}")
+def _template(name: str, v: Any) -> str:
+    if v != "auto" and v not in TEMPLATES:
+        raise ConfigError(f"{name}: must be 'auto' or one of {', '.join(TEMPLATES)}, got {v!r}")
     return v
 
 
@@ -75,7 +76,7 @@ class ServerConfig:
         "contextBudgetTokens": ("context_budget_tokens", lambda n, v: _int(n, v, 16, 1_000_000)),
         "cancelStaleRequests": ("cancel_stale_requests", _bool),
         "typeThroughCache": ("type_through_cache", _bool),
-        "template": ("template", _str),
+        "template": ("template", _template),
         "maxDocumentChars": ("max_document_chars", lambda n, v: _int(n, v, 1, 1 << 31)),
         "maxPromptTokens": ("max_prompt_tokens", lambda n, v: _int(n, v, 16, 1_000_000)),
         "engineStartTimeoutS": ("engine_start_timeout_s", lambda n, v: _number(n, v, 0.1, 3600)),

@@ -152,9 +152,10 @@ class Lifecycle:
 
     async def _generate(self, snap: Snapshot, offset: int, others: Sequence[Snapshot], cfg: ServerConfig) -> str:
         engine = await self.host.get(cfg.engine_start_timeout_s)
-        built = prompting.build(snap, offset, others, engine, cfg)
+        plan = prompting.build(snap, offset, others, engine, cfg)
         rid = f"{snap.uri}@{snap.version}#{next(self._ids)}"
-        request = Request(rid, built.prompt, max_new_tokens=cfg.max_tokens, stop=built.stop, cache_key=snap.uri)
+        request = Request(rid, plan.prompt, max_new_tokens=max(1, min(cfg.max_tokens, plan.max_tokens)),
+                          stop=plan.stop, cache_key=snap.uri)
         self.stats.engine_requests += 1
         t0 = time.perf_counter()
         parts: list[str] = []
@@ -177,7 +178,7 @@ class Lifecycle:
                     log.exception("engine.abort(%s) failed", rid)
             await stream.aclose()
         self.stats.last_engine_ms = (time.perf_counter() - t0) * 1000
-        return prompting.finish("".join(parts), built, snap, offset)
+        return prompting.finish("".join(parts), plan)
 
     def snapshot_stats(self) -> dict:
         d = asdict(self.stats)

@@ -26,6 +26,7 @@ def test_defaults_and_overrides():
     ({"engine": {"colour": 1}}, r"engine: unknown engine setting\(s\) \['colour'\]"),
     ({"engine": []}, r"engine: expected an object"),
     ([1, 2], r"expected an object, got list"),
+    ({"template": "gpt"}, r"template: must be 'auto' or one of house"),
 ])
 def test_bad_options_name_the_field(options, match):
     with pytest.raises(ConfigError, match=match):

@@ -7,8 +7,6 @@ so the lifecycle's timing can be controlled; the real engine is exercised by tes
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
-
 import pytest
 
 from completer.engine import Chunk, Counters
@@ -16,7 +14,6 @@ from lsp.config import ServerConfig
 from lsp.documents import Snapshot
 from lsp.engine_host import EngineHost, EngineUnavailable
 from lsp.lifecycle import Lifecycle, _Shown, type_through
-from lsp.prompting import build_plain, finish_plain
 
 
 class ScriptedEngine:
@@ -69,7 +66,7 @@ def test_type_through(before, after, text, doc, offset, expect):
 
 
 def make(text="hello_world()", step_s=0.01, **options):
-    cfg = ServerConfig.from_options({"debounceMs": 0, "maxTokens": 64, **options})
+    cfg = ServerConfig.from_options({"debounceMs": 0, "maxTokens": 64, "template": "house", **options})
     engine = ScriptedEngine(text, step_s)
     host = EngineHost(lambda c: engine)
     return Lifecycle(host, lambda: cfg), host, engine, cfg
@@ -124,7 +121,8 @@ async def test_type_through_answers_without_engine_and_prefix_prompts_are_stable
     assert r2.text == "lo_world()" and r2.from_cache
     assert lc.stats.engine_requests == 1 and lc.stats.served_from_cache == 1
     # off: engine again
-    lc._config = lambda: ServerConfig.from_options({"debounceMs": 0, "typeThroughCache": False})
+    lc._config = lambda: ServerConfig.from_options({"debounceMs": 0, "typeThroughCache": False,
+                                                    "template": "house"})
     await lc.complete(Snapshot("u", doc + "hel\n", 3), len(doc) + 3)
     assert lc.stats.engine_requests == 2
     # consecutive keystrokes share the prompt up to the cursor (for the engine's prefix cache)
@@ -140,20 +138,7 @@ async def test_engine_start_failure_is_a_clear_error():
     host = EngineHost(broken)
     cfg = ServerConfig()
     host.start(cfg.engine)
-    lc = Lifecycle(host, lambda: cfg.updated({"debounceMs": 0}))
+    lc = Lifecycle(host, lambda: cfg.updated({"debounceMs": 0, "template": "house"}))
     with pytest.raises(EngineUnavailable, match="no such model /nowhere"):
         await lc.complete(Snapshot("u", "x", 1), 1)
     assert lc.stats.errors == 1
-
-
-def test_plain_prompt_budget_and_single_line_postprocess():
-    eng = SimpleNamespace(count_tokens=lambda t: len(t))
-    cfg = ServerConfig.from_options({"contextBudgetTokens": 200})
-    text = "".join(f"line_{i} = {i}\n" for i in range(400)) + "value = compute(" + ")\n" + "tail\n"
-    cursor = text.index("compute(") + len("compute(")
-    built = build_plain(text, cursor, eng, cfg)
-    assert len(built.prompt) <= 200 and built.prompt.startswith("<|fim_prefix|>")
-    assert "value = compute(" in built.prompt and not built.multiline and built.stop == ("\n",)
-    # the editor already has ")" after the cursor: do not repeat it; single line only
-    assert finish_plain("x, y)\nmore", ")\n", multiline=False) == "x, y"
-    assert finish_plain("    return x\n\n\n", "\n", multiline=True) == "    return x"
