@@ -18,7 +18,7 @@ _PAIRS = {")": "(", "]": "[", "}": "{"}
 
 
 def _badness(text: str) -> int:
-    """Unmatched closing brackets plus an unterminated string on the last line (lower is better)."""
+    """Unmatched brackets (closing and still open) plus unterminated strings (lower is better)."""
     stack: list[str] = []
     bad = 0
     quote = ""
@@ -44,7 +44,7 @@ def _badness(text: str) -> int:
                 stack.pop()
             else:
                 bad += 1
-    return bad + (1 if quote else 0)
+    return bad + len(stack) + (1 if quote else 0)
 
 
 def _trim_line_overlap(line: str, line_before: str, rest: str) -> str:
@@ -54,9 +54,12 @@ def _trim_line_overlap(line: str, line_before: str, rest: str) -> str:
         return line
     if rest_s.startswith(line.rstrip()) and line.strip():
         return ""                                  # the whole completion is already there
-    if len(rest_s) >= 2 and line.rstrip().endswith(rest_s):
-        return line.rstrip()[: len(line.rstrip()) - len(rest_s)]
     base = _badness(line_before + line + rest)
+    if len(rest_s) >= 2 and line.rstrip().endswith(rest_s):    # the model wrote the rest of the line again
+        cand = line.rstrip()[: len(line.rstrip()) - len(rest_s)]
+        bad = _badness(line_before + cand + rest)
+        if bad < base or bad == base and not any(c in rest_s for c in "()[]{}\"'`"):
+            return cand
     best, best_bad = line, base
     for k in range(1, len(rest_s) + 1):
         if line.endswith(rest_s[:k]):

@@ -31,7 +31,10 @@ def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
 
-def indent_unit(text: str, sample_chars: int = 20_000) -> str:
+DEFAULT_UNIT = {"javascript": "  ", "typescript": "  ", "tsx": "  ", "go": "\t"}
+
+
+def indent_unit(text: str, language: str = "", sample_chars: int = 20_000) -> str:
     """The file's indentation step: a tab if lines start with tabs, else the most common small space step."""
     sample = text[:sample_chars]
     tabs = len(re.findall(r"(?m)^\t+\S", sample))
@@ -44,7 +47,7 @@ def indent_unit(text: str, sample_chars: int = 20_000) -> str:
             if w % step == 0:
                 steps[step] = steps.get(step, 0) + 1
     if not widths:
-        return "    "
+        return DEFAULT_UNIT.get(language, "    ")
     best = 4 if steps.get(4, 0) >= 0.8 * len(widths) else (2 if steps.get(2, 0) >= 0.8 * len(widths) else 4)
     return " " * best
 
@@ -56,7 +59,7 @@ def choose_mode(text: str, offset: int, language: str, empty_body: bool = False)
     before = text[line_start:offset]
     rest = text[offset:line_end]
     opener = ":" if language in INDENTED else "{"
-    unit = indent_unit(text)
+    unit = indent_unit(text, language)
     line_indent = _indent(text[line_start:line_end])
 
     def closed_after(header_indent: str) -> bool:

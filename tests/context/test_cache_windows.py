@@ -35,8 +35,8 @@ def test_each_keystroke_shares_all_but_the_end(count_tokens):
 
 
 def test_window_moves_in_coarse_steps_over_many_lines(count_tokens):
-    lines = [f"value_{i} = value_{i - 1} + {i}\n" for i in range(1, 120)]
-    prompts = _typing(count_tokens, "house", "value_0 = 0\n", "", "".join(lines))
+    lines = [f"v{i} = v{i - 1} + {i}\n" for i in range(1, 81)]
+    prompts = _typing(count_tokens, "house", "v0 = 0\n", "", "".join(lines))
     breaks = sum(1 for p1, p2 in zip(prompts, prompts[1:]) if _common(p1, p2) < len(p1) - 40)
     assert breaks <= len(lines) // ANCHOR_STEP + 3, breaks
 

@@ -1,0 +1,48 @@
+"""Post-processing table: no text the editor already has, block cut at dedent, indentation kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from completer.context import SourceFile, build_prompt
+from completer.postprocess import postprocess
+
+from conftest import at_cursor
+
+CASES = [
+    # (language_id, text with |, raw model output, ghost text)
+    ("python", "print(foo(|))\n", "a, b))", "a, b"),                     # closing brackets not repeated
+    ("python", "print(foo(|))\n", "a, b())", "a, b()"),                  # ...but its own brackets kept
+    ("python", "x = '|'\n", "hello'", "hello"),                           # closing quote not repeated
+    ("python", "x = compute(|)  # done\n", "a)  # done", "a"),            # the rest of the line not repeated
+    ("python", "x = |value\n", "value", ""),                             # nothing the line does not have
+    ("python", "x = 1|\n", " + 2\ny = 3\n", " + 2"),                      # line mode: one line
+    ("python", "x = 1|\n", "   \n", ""),                                  # whitespace is nothing useful
+    ("python", "def f(x):|\n\ndef g():\n    pass\n",
+     "\n    y = x * 2\n    return y\n\ndef g():\n    pass", "\n    y = x * 2\n    return y"),   # cut at dedent
+    ("python", "class A:\n    def f(self):|\n",
+     "\n        return 1\n    def g(self):\n        return 2", "\n        return 1"),
+    ("python", "def f(x):|\n", "\nreturn x", "\n    return x"),           # flush-left body re-indented
+    ("python", "def f(x):\n    |\n    return y\n", "y = x + 1\n    return y\n", "y = x + 1"),  # suffix lines
+    ("python", "def f(x):|\n", "\n    return x\n\n\n   \n", "\n    return x"),  # trailing blank lines
+    ("javascript", "function f(x) {|}\n", "\n  return x;\n}", "\n  return x;"),  # closer already there
+    ("javascript", "function f(x) {|\n", "\n  return x;\n}\nfoo();", "\n  return x;\n}"),  # closer needed
+    ("go", "package m\n\nfunc F() {\n\t|\n}\n", "return\n}\n", "return"),
+    ("rust", "fn f() -> u32 {|}\n", "\n    1 + 2\n}\n\nfn g() {}", "\n    1 + 2"),
+    ("python", "x = (|)\n", "<|endoftext|>", ""),
+    ("python", "x = foo(|)\n", "1)<|endoftext|>junk", "1"),
+]
+
+
+@pytest.mark.parametrize("language_id,src,raw,expected", CASES)
+def test_postprocess_table(language_id, src, raw, expected, count_tokens):
+    text, off = at_cursor(src)
+    plan = build_prompt(SourceFile("file:///m", language_id, text), off, count_tokens=count_tokens)
+    assert postprocess(raw, plan) == expected
+
+
+def test_postprocess_never_raises_on_junk(count_tokens):
+    text, off = at_cursor("def f(|):\n")
+    plan = build_prompt(SourceFile("file:///m.py", "python", text), off, count_tokens=count_tokens)
+    for raw in ["", "\n\n", ")" * 50, "\ud800", "\t\t\n\t", "x" * 10000, None]:
+        assert isinstance(postprocess(raw, plan), str)
