@@ -85,6 +85,7 @@ class WsClient:
         try:
             async for raw in self.ws:
                 msg = json.loads(raw)
+                msg["_received"] = time.monotonic()      # arrival time, for latency measurements
                 fut = self._waiting.pop(msg.get("id"), None) if "method" not in msg else None
                 if fut is not None and not fut.done():
                     fut.set_result(msg)
