@@ -56,9 +56,16 @@ def heldout_sources(limit_files: int, files: list[str] | None = None) -> list[tu
     if not files:
         from completer.models import corpus
 
-        files = corpus.heldout_files() if hasattr(corpus, "heldout_files") else corpus.split()[1]
+        out = []
+        for rel, path in corpus.iter_files("heldout"):   # deterministic order: the standard library first
+            text = corpus.read_source(path)
+            if text and text.count("\n") >= 40:
+                out.append((rel, text))
+            if len(out) >= limit_files * 4:
+                break
+        return out
     out = []
-    for f in sorted(files, key=str)[: limit_files * 4]:
+    for f in files:
         try:
             text = Path(f).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
