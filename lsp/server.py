@@ -9,6 +9,8 @@ Custom requests (for tests, benchmarks and editors):
   last_latency_ms, last_engine_ms, inflight}, "engine": <Engine.counters()> | null, "engineReady": bool,
   "engineError": str | null, "documents": int, "positionEncoding": str}``
 - ``completer/health`` -> ``{"ok": bool, "engineReady": bool, "engineError": str | null}``
+- ``completer/prompt`` ``{textDocument: {uri}, position}`` -> the prompt plan the engine would get there (prompt,
+  mode, stop, context, snippets, language, template, promptTokens, maxTokens, indent); no engine request
 
 Errors: malformed JSON -> -32700 (id null); a message that is not a JSON-RPC request -> -32600; unknown method ->
 -32601; params of the wrong shape, unknown documents, positions past the end of the document or inside a
@@ -36,7 +38,7 @@ from pygls.protocol.language_server import lsp_method
 from completer.engine import EngineError
 from completer.engine.supervisor import supervised
 
-from . import completion, inline, security, transports
+from . import completion, inline, prompting, security, transports
 from .config import ConfigError, ServerConfig
 from .documents import Change, DocumentError, DocumentStore, Snapshot
 from .engine_host import EngineHost, EngineUnavailable
@@ -256,6 +258,25 @@ def build_server(engine_host: EngineHost | None = None) -> CompleterServer:
     def stats(ls: CompleterServer, params: Any) -> dict:
         return ls.stats()
 
+    @server.feature("completer/prompt")
+    async def prompt(ls: CompleterServer, params: Any) -> dict:
+        """The prompt plan the engine would get at a position (no engine request): for tests and debugging."""
+        try:
+            uri = _field(_field(params, "textDocument"), "uri")
+            pos = _field(params, "position")
+            position = types.Position(line=int(_field(pos, "line")), character=int(_field(pos, "character")))
+        except (KeyError, AttributeError, TypeError, ValueError) as e:
+            raise JsonRpcInvalidParams(f"completer/prompt needs textDocument.uri and position: {e}") from None
+        snap, offset = ls.locate(uri, position)
+        try:
+            engine = await ls.engine_host.get(ls.config.engine_start_timeout_s)
+        except EngineUnavailable as e:
+            raise JsonRpcException(str(e), code=REQUEST_FAILED) from None
+        plan = prompting.build(snap, offset, ls.other_documents(uri), engine, ls.config)
+        return {"prompt": plan.prompt, "mode": plan.mode, "stop": list(plan.stop), "context": plan.context,
+                "snippets": list(plan.snippets), "language": plan.language, "template": plan.template,
+                "promptTokens": plan.prompt_tokens, "maxTokens": plan.max_tokens, "indent": plan.indent}
+
     @server.feature("completer/health")
     def health(ls: CompleterServer, params: Any) -> dict:
         return {"ok": ls.engine_host.error is None, "engineReady": ls.engine_host.ready,
@@ -264,6 +285,13 @@ def build_server(engine_host: EngineHost | None = None) -> CompleterServer:
     inline.register(server)
     completion.register(server)
     return server
+
+
+def _field(obj: Any, name: str) -> Any:
+    """A field of custom-request params (pygls passes them as namespace objects, or dicts)."""
+    if isinstance(obj, dict):
+        return obj[name]
+    return getattr(obj, name)
 
 
 # --- command line -------------------------------------------------------------------------------------------
