@@ -44,3 +44,10 @@ def test_complete_errors(tiny_pair, tmp_path, capsys):
     assert "error" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["complete", str(f), "--line", "1", "--column", "1", "--k", "lots"])
+
+
+def test_train_passes_argv_to_models_train(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--help"])
+    assert e.value.code == 0
+    assert "usage: completer train" in capsys.readouterr().out

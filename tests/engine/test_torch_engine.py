@@ -257,3 +257,19 @@ async def test_superseding_request_reuses_the_aborted_requests_cache(make_engine
     assert c["requests_aborted"] == 1 and c["wasted_tokens"] > 0
     assert c["cached_prompt_tokens"] >= eng.count_tokens(DOC) - 2
     await eng.close()
+
+
+async def test_cache_keys_are_lru_bounded(make_engine):
+    from completer.engine import torch_engine
+
+    eng = make_engine(speculation="none")
+    for i in range(torch_engine.CACHE_KEYS + 3):
+        await collect(eng, Request(f"d{i}", DOC, max_new_tokens=1, cache_key=f"doc{i}"))
+    assert len(eng._cache_lru) == torch_engine.CACHE_KEYS
+    assert "doc0" not in eng._cache_lru and f"doc{torch_engine.CACHE_KEYS + 2}" in eng._cache_lru
+    before = eng.counters()["cached_prompt_tokens"]
+    await collect(eng, Request("again0", DOC, max_new_tokens=1, cache_key="doc0"))     # evicted: cold
+    assert eng.counters()["cached_prompt_tokens"] == before
+    await collect(eng, Request("again9", DOC, max_new_tokens=1, cache_key="doc9"))     # kept: warm
+    assert eng.counters()["cached_prompt_tokens"] > before
+    await eng.close()
