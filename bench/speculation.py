@@ -151,12 +151,13 @@ def machine() -> dict:
 def model_provenance(spec: str) -> str:
     from completer.models import resolve_model
 
-    report = resolve_model(spec).parent / "REPORT.md"
-    if report.is_file():
-        for line in report.read_text().splitlines():
-            if "trained-on" in line:
-                return line.strip()
-    return "unknown"
+    folder = resolve_model(spec)
+    for report in (folder / "REPORT.md", folder.parent / "REPORT.md"):
+        if report.is_file():
+            for line in report.read_text().splitlines():
+                if "trained-on" in line:
+                    return line.strip().strip("-* ")
+    return "provenance unknown"
 
 
 async def run(args) -> dict:
