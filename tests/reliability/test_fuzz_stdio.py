@@ -4,7 +4,8 @@ Every case is followed by a ``completer/health`` request: the server must answer
 family of bad input has the JSON-RPC error that fits: unparsable bodies -32700 (id null), JSON that is not a
 JSON-RPC request -32600, unknown methods -32601, params of the wrong shape, unknown documents and positions past
 the end -32602, cancelled requests -32800. Documents must stay equal to an independent reference model
-(``docmodel``) of the edits. ``--hypothesis-profile=long`` (``bench/reliability.py``) tries many more inputs; with
+(``docmodel``) of the edits. Env ``COMPLETER_FUZZ_EXAMPLES`` (default 40; ``bench/reliability.py --long``: 400)
+sets the inputs per test; with
 env ``COMPLETER_FUZZ_LOG=FILE`` every case's family and outcome is appended to FILE (JSON lines).
 """
 
@@ -23,9 +24,9 @@ from rawlsp import RawClient, frame
 
 MAX_DOC = 200_000
 URI = "file:///fuzz/doc.py"
-settings.register_profile("ci", max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-settings.register_profile("long", max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+# per-test settings (a global profile would change other suites' hypothesis tests); bench --long raises the count
+FUZZ = settings(max_examples=int(os.environ.get("COMPLETER_FUZZ_EXAMPLES", "40")), deadline=None,
+                suppress_health_check=list(HealthCheck))
 
 
 def log(family: str, outcome: str) -> None:
@@ -74,6 +75,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats
                                                                                      max_size=4), max_leaves=10)
 
 
+@FUZZ
 @given(body=st.binary(min_size=1, max_size=300).filter(_unparsable)
        | st.text(min_size=1, max_size=200).map(lambda s: s.encode("utf-8", "surrogatepass")).filter(_unparsable))
 def test_unparsable_bodies_get_parse_error(server, body):
@@ -81,12 +83,14 @@ def test_unparsable_bodies_get_parse_error(server, body):
     assert e["error"]["code"] == -32700 and e["id"] is None
 
 
+@FUZZ
 @given(value=json_values.filter(lambda v: not isinstance(v, dict)))
 def test_json_that_is_not_an_object_is_an_invalid_request(server, value):
     e = single_error(errors_before_health(server, frame(json.dumps(value).encode())), "non-object JSON")
     assert e["error"]["code"] == -32600
 
 
+@FUZZ
 @given(rid=st.integers(1_000_000, 2**31), version=st.sampled_from([None, "1.0", 2, "2", ""]),
        params=st.sampled_from([{}, None, [], "missing"]))
 def test_requests_without_jsonrpc_2_are_invalid(server, rid, version, params):
@@ -99,6 +103,7 @@ def test_requests_without_jsonrpc_2_are_invalid(server, rid, version, params):
     assert e["error"]["code"] == -32600 and e["id"] == rid
 
 
+@FUZZ
 @given(rid=st.integers(1_000_000, 2**31) | st.text(string.ascii_letters, min_size=1, max_size=8),
        method=st.text(min_size=1, max_size=30).filter(lambda m: not m.startswith("$/")).map(lambda m: "x/" + m),
        params=st.sampled_from(["missing", None, {}, [1, 2], {"a": 1}]))
@@ -115,6 +120,7 @@ bad_position = st.fixed_dictionaries({"line": st.text(max_size=3) | st.floats(al
                                       "character": st.integers()})
 
 
+@FUZZ
 @given(rid=st.integers(1_000_000, 2**31),
        method=st.sampled_from(["textDocument/inlineCompletion", "textDocument/completion"]),
        params=st.one_of(
@@ -129,6 +135,7 @@ def test_wrong_param_types_get_invalid_params(server, rid, method, params):
     assert e["error"]["code"] == -32602 and e["id"] == rid
 
 
+@FUZZ
 @given(junk=st.lists(st.text(string.ascii_letters + string.digits + "-: ", max_size=40)
                      .filter(lambda s: not s.lower().startswith("content-length")), min_size=1, max_size=3),
        content_type=st.booleans())
@@ -161,6 +168,7 @@ positions = st.tuples(st.integers(0, 8), st.integers(0, 30))
 changes = st.lists(st.tuples(st.none() | st.tuples(positions, positions), texts), min_size=1, max_size=3)
 
 
+@FUZZ
 @given(initial=texts, edits=st.lists(st.tuples(st.integers(-1, 3), changes), min_size=1, max_size=8))
 def test_documents_equal_a_reference_model_of_the_edits(server, initial, edits):
     model = Doc(initial, 1)
@@ -179,6 +187,7 @@ def test_documents_equal_a_reference_model_of_the_edits(server, initial, edits):
     log("document edits", f"{len(edits)} edits, {refused} refused, equal")
 
 
+@FUZZ
 @given(text=texts, pos=st.tuples(st.integers(-2, 10), st.integers(-2, 60)))
 def test_positions_past_the_end_or_inside_a_character(server, text, pos):
     open_doc(server, URI, text)
@@ -199,6 +208,7 @@ def test_positions_past_the_end_or_inside_a_character(server, text, pos):
     assert server.health()["ok"]
 
 
+@FUZZ
 @given(uri=st.text(min_size=1, max_size=30).map(lambda s: "file:///nowhere/" + s))
 def test_unknown_documents(server, uri):
     r = server.request("textDocument/inlineCompletion", {"textDocument": {"uri": uri},
