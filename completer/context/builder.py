@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import functools
 import logging
 from typing import Callable, Sequence
@@ -38,7 +39,7 @@ def _clamp(offset, n: int) -> int:
 def _definitions(text: str, language: str) -> tuple[Item, ...]:
     """Top definitions of another open document (cached by content: unchanged documents cost nothing)."""
     try:
-        ol = outline(text, language, 0)
+        ol = outline(text, language, 0, all_definitions=True)
     except Exception as e:  # never let a neighbour's text break this prompt
         log.warning("outline of another document failed: %s: %s", type(e).__name__, e)
         return ()
@@ -76,46 +77,55 @@ def _suffix_window(after: str, budget: int, count: Callable[[str], int]) -> str:
     return out
 
 
-def _line_starts(text: str, upto: int) -> list[int]:
-    starts = [0]
-    pos = text.find("\n", 0, upto)
-    while pos >= 0:
-        starts.append(pos + 1)
-        pos = text.find("\n", pos + 1, upto)
-    return starts
+class Lines:
+    """Line starts of the text before the cursor, from a region start on (absolute line numbers kept)."""
+
+    def __init__(self, text: str, region: int, offset: int):
+        region = text.rfind("\n", 0, region) + 1 if region > 0 else 0
+        self.first = text.count("\n", 0, region)
+        self.starts = [region]
+        pos = text.find("\n", region, offset)
+        while pos >= 0:
+            self.starts.append(pos + 1)
+            pos = text.find("\n", pos + 1, offset)
+        self.cur = self.first + len(self.starts) - 1          # the cursor's line
+
+    def start(self, line: int) -> int:
+        return self.starts[line - self.first]
+
+    def line_of(self, index: int) -> int:
+        return self.first + max(0, bisect.bisect_right(self.starts, index) - 1)
 
 
-def _earliest_fit(before: str, budget: int, count, starts: list[int], step: int, lo_line: int) -> int | None:
+def _earliest_fit(before: str, budget: int, count, lines: Lines, step: int, lo_line: int) -> int | None:
     """The earliest line >= lo_line that is a multiple of ``step`` and whose text up to the cursor fits."""
-    cur = len(starts) - 1
     limit = budget * CHARS_PER_TOKEN_MAX
-    first = -(-lo_line // step) * step
-    cands = [a for a in range(first, cur + 1, step) if len(before) - starts[a] <= limit]
-    if not cands or count(before[starts[cands[-1]]:]) > budget:
+    first = -(-max(lo_line, lines.first) // step) * step
+    cands = [a for a in range(first, lines.cur + 1, step) if len(before) - lines.start(a) <= limit]
+    if not cands or count(before[lines.start(cands[-1]):]) > budget:
         return None
     lo, hi = 0, len(cands) - 1        # fit is monotonic in the anchor: binary search the first that fits
     while lo < hi:
         mid = (lo + hi) // 2
-        if count(before[starts[cands[mid]]:]) <= budget:
+        if count(before[lines.start(cands[mid]):]) <= budget:
             hi = mid
         else:
             lo = mid + 1
     return cands[lo]
 
 
-def _prefix_window(before: str, budget: int, count: Callable[[str], int], starts: list[int]) -> int:
+def _prefix_window(before: str, budget: int, count: Callable[[str], int], lines: Lines) -> int:
     """The character index where the prefix window starts: the earliest line that is a multiple of ANCHOR_STEP
     whose text up to the cursor fits in ``budget`` tokens; when even the nearest such line does not fit, the same
     with finer steps (4, then 1 line) after it; inside a giant cursor line, a multiple of 256 characters from the
     line start. The start only moves when the prefix outgrows the budget, and then by whole steps."""
-    cur = len(starts) - 1
     lo_line = 0
     for step in (ANCHOR_STEP, 4, 1):
-        line = _earliest_fit(before, budget, count, starts, step, lo_line)
+        line = _earliest_fit(before, budget, count, lines, step, lo_line)
         if line is not None:
-            return starts[line]
-        lo_line = cur // step * step
-    ls = starts[cur]
+            return lines.start(line)
+        lo_line = lines.cur // step * step
+    ls = lines.start(lines.cur)
     keep = max(16, budget * 2)
     if len(before) - ls <= keep:
         return ls
@@ -161,10 +171,10 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
     # (1) near text: suffix first (it depends only on text after the cursor), then the reserved near prefix
     suffix = _suffix_window(after, int(budget * SUFFIX_SHARE), count)
     suffix_tokens = count(suffix)
-    starts = _line_starts(text, offset)
+    lines = Lines(text, max(0, offset - budget * CHARS_PER_TOKEN_MAX), offset)
     near_budget = int(budget * NEAR_SHARE)
-    near_start = _prefix_window(before, near_budget, count, starts)
-    near_line = len(_line_starts(text, near_start)) - 1 if near_start else 0
+    near_start = _prefix_window(before, near_budget, count, lines)
+    near_line = lines.line_of(near_start)
     ctx_budget = max(0, budget - suffix_tokens - near_budget)
 
     comment = comment_prefix(language)
@@ -198,8 +208,8 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
                 cands.append((4, src, it, _sig(it)))
         used = 0
         for cand in cands:
-            lines = cand[3].split("\n")
-            cost = sum(count(f"{comment} {l}\n") for l in lines) + count(f"{comment} {cand[1]}\n")
+            parts = cand[3].split("\n")
+            cost = sum(count(f"{comment} {l}\n") for l in parts) + count(f"{comment} {cand[1]}\n")
             if used + cost <= ctx_budget:
                 chosen.append(cand)
                 used += cost
@@ -229,8 +239,8 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
         chosen.pop()
         context = assemble(chosen)
     prefix_budget = max(near_budget, budget - suffix_tokens - count(context))
-    start = _prefix_window(before, prefix_budget, count, starts)
-    start_line = len(_line_starts(text, start)) - 1 if start else 0
+    start = _prefix_window(before, prefix_budget, count, lines)
+    start_line = lines.line_of(start)
     if any(c[2].line >= start_line and c[1] == display_name(doc.uri) for c in chosen):
         chosen = [c for c in chosen if not (c[2].line >= start_line and c[1] == display_name(doc.uri))]
         context = assemble(chosen)
@@ -241,7 +251,7 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
         if over <= 0:
             break
         prefix_budget = max(1, prefix_budget - max(over, 4))
-        start = max(start, _prefix_window(before, prefix_budget, count, starts))
+        start = max(start, _prefix_window(before, prefix_budget, count, lines))
         prefix = before[start:]
         prompt = fim_prompt(prefix, suffix, template, context)
     ends = END_TOKENS.get(template, ())

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 from .languages import INDENTED, grammar, query
 
-MAX_PARSE_CHARS = 400_000       # documents longer than this are parsed in a window around the cursor
-WINDOW_BEFORE = 300_000         # characters of the window before the cursor
-WINDOW_AFTER = 60_000
+MAX_PARSE_CHARS = 160_000       # documents longer than this are parsed in a window around the cursor
+WINDOW_BEFORE = 100_000         # characters of the window before the cursor
+WINDOW_AFTER = 20_000
 HEAD_CHARS = 30_000             # head of a huge file parsed for imports
 MAX_HEADER_LINES = 4
 
@@ -63,9 +63,10 @@ def _queries(language: str):
     from .languages import QUERY_DIR
     src = (QUERY_DIR / f"{'typescript' if language == 'tsx' else language}.scm").read_text(encoding="utf-8")
     structure, names = q, tree_sitter.Query(grammar(language), src)
-    structure.disable_capture("identifier")
-    for cap in ("scope", "definition", "import", "name"):
-        names.disable_capture(cap)
+    data = src.encode("utf-8")
+    for i in range(q.pattern_count):   # split the patterns: identifier uses vs structure
+        text = data[q.start_byte_for_pattern(i):q.end_byte_for_pattern(i)]
+        (structure if b"@identifier" in text else names).disable_pattern(i)
     return structure, names
 
 
@@ -140,109 +141,155 @@ def _in_empty_block(root, cursor_byte: int) -> bool:
     return False
 
 
-def outline(text: str, language: str, offset: int, *, near_before: int = 30, near_after: int = 8) -> Outline | None:
-    """The outline of ``text`` (already sanitized) at character ``offset``; None for languages without a grammar."""
+_CONTAINERS = ("class", "impl", "trait", "struct", "interface", "namespace", "module", "enum")
+
+
+def _container(node) -> str:
+    """Name of the class-like node around a definition ("" at top level)."""
+    p = node.parent
+    for _ in range(6):
+        if p is None:
+            return ""
+        if any(k in p.type for k in _CONTAINERS) and p.type not in ("class_body", "enum_body"):
+            n = p.child_by_field_name("name") or p.child_by_field_name("type")
+            if n is not None:
+                return n.text.decode("utf-8", "replace")
+        p = p.parent
+    return ""
+
+
+def _window(text: str, offset: int) -> tuple[int, int]:
+    """Character range to parse: all of a normal file; for a huge one, whole lines around the cursor (or a plain
+    character cut where the lines themselves are huge)."""
+    if len(text) <= MAX_PARSE_CHARS:
+        return 0, len(text)
+    want_s = max(0, offset - WINDOW_BEFORE)
+    ws = text.rfind("\n", max(0, want_s - 10_000), want_s) + 1 if want_s > 0 else 0
+    if ws == 0 and want_s > 10_000:
+        ws = want_s
+    want_e = min(len(text), offset + WINDOW_AFTER)
+    e = text.find("\n", want_e, want_e + 10_000)
+    we = e if e >= 0 else want_e
+    return ws, we
+
+
+def outline(text: str, language: str, offset: int, *, near_before: int = 30, near_after: int = 8,
+            all_definitions: bool = False) -> Outline | None:
+    """The outline of ``text`` (already sanitized) at character ``offset``; None for languages without a grammar.
+
+    Definitions are those whose names are used near the cursor, or all of them with ``all_definitions``.
+    """
     qs = _queries(language)
     if qs is None:
         return None
     structure, names = qs
-    ws, we = 0, len(text)
-    if len(text) > MAX_PARSE_CHARS:
-        ws = text.rfind("\n", 0, max(0, offset - WINDOW_BEFORE)) + 1
-        e = text.find("\n", min(len(text), offset + WINDOW_AFTER))
-        we = len(text) if e < 0 else e
+    from tree_sitter import QueryCursor
+    ws, we = _window(text, offset)
     window = text[ws:we]
     base_line = text.count("\n", 0, ws)
     buf = window.encode("utf-8")
-    tree = _parser(language).parse(buf)
-    root = tree.root_node
-    lines = window.split("\n")
+    root = _parser(language).parse(buf).root_node
     rel = offset - ws
     row = window.count("\n", 0, rel)
     line_start = window.rfind("\n", 0, rel) + 1
-    col = len(window[line_start:rel].encode("utf-8"))
     cursor_byte = len(window[:rel].encode("utf-8")) if not window.isascii() else rel
-    cur_line = lines[row] if row < len(lines) else ""
+    line_end = window.find("\n", rel)
+    cur_line = window[line_start: len(window) if line_end < 0 else line_end]
     before_cursor = window[line_start:rel]
     cursor_indent = _width(before_cursor if not before_cursor.strip() else _indent_of(cur_line))
     out = Outline(language, has_error=root.has_error, empty_body=_in_empty_block(root, cursor_byte))
 
-    from tree_sitter import QueryCursor
+    def line_text(node) -> str:
+        s = buf.rfind(b"\n", 0, node.start_byte) + 1
+        return buf[s:node.start_byte].decode("utf-8", "replace")
+
+    # names used near the cursor, nearest first; the word the cursor touches is being typed: leave it out
+    floor, ceil = max(0, cursor_byte - 6000), min(len(buf), cursor_byte + 2000)
+    lo_b = cursor_byte
+    for _ in range(near_before + 1):          # back to the start of the line near_before lines up
+        nl = buf.rfind(b"\n", floor, lo_b)
+        if nl < 0:
+            lo_b = floor if floor > 0 else 0
+            break
+        lo_b = nl
+    else:
+        lo_b += 1
+    if lo_b < len(buf) and buf[lo_b:lo_b + 1] == b"\n":
+        lo_b += 1
+    hi_b = cursor_byte
+    for _ in range(near_after + 1):           # forward to the end of the line near_after lines down
+        nl = buf.find(b"\n", hi_b + 1, ceil)
+        if nl < 0:
+            hi_b = ceil
+            break
+        hi_b = nl
+    nc = QueryCursor(names)
+    nc.set_byte_range(lo_b, max(lo_b, hi_b))
+    used: dict[str, int] = {}
+    for node in nc.captures(root).get("identifier", ()):
+        if node.start_byte <= cursor_byte <= node.end_byte or not lo_b <= node.start_byte < hi_b:
+            continue
+        r = node.start_point[0]
+        dist = abs(r - row) * 2 + (1 if r > row else 0)
+        name = node.text.decode("utf-8", "replace")
+        if name not in used or dist < used[name]:
+            used[name] = dist
+    out.near_names = sorted(used, key=lambda n: (used[n], n))
+
     scopes, defs = [], []
     for _, caps in QueryCursor(structure).matches(root):
-        for kind in ("import", "scope", "definition"):
-            for node in caps.get(kind, ()):
-                r0, r1 = node.start_point[0], node.end_point[0]
-                name_nodes = caps.get("name", ())
-                name = name_nodes[0].text.decode("utf-8", "replace") if name_nodes else ""
-                if kind == "import":
-                    body = buf[node.start_byte:node.end_byte].decode("utf-8", "replace").rstrip()
-                    out.imports.append(Item("import", "", base_line + r0, base_line + r1, body))
-                    continue
-                head = _header(buf, node, lines[r0] if r0 < len(lines) else "")
-                item = Item(kind, name, base_line + r0, base_line + r1, head)
-                if kind == "scope":
-                    inside = node.start_byte < cursor_byte <= node.end_byte
-                    if (not inside and language in INDENTED and node.start_byte < cursor_byte
-                            and not buf[node.end_byte:cursor_byte].strip()):
-                        inside = cursor_indent > _width(_indent_of(lines[r0]))
-                    if inside and r0 < row:
-                        scopes.append((node.start_byte, -node.end_byte, item))
-                    elif inside and r0 == row and node.start_byte < cursor_byte:
-                        pass  # the cursor is in the header itself: it is all in the prefix already
-                else:
-                    defs.append((node.start_byte, node.end_byte, item))
+        name_nodes = caps.get("name", ())
+        name = name_nodes[0].text.decode("utf-8", "replace") if name_nodes else ""
+        for node in caps.get("import", ()):
+            body = buf[node.start_byte:node.end_byte].decode("utf-8", "replace").rstrip()
+            out.imports.append(Item("import", "", base_line + node.start_point[0], base_line + node.end_point[0],
+                                    body))
+        for node in caps.get("scope", ()):
+            if node.start_byte >= cursor_byte or node.start_point[0] >= row:
+                continue        # at or after the cursor's line: already in the prefix, or not enclosing
+            inside = cursor_byte <= node.end_byte
+            if not inside and language in INDENTED and not buf[node.end_byte:cursor_byte].strip():
+                inside = cursor_indent > _width(_indent_of(line_text(node)))
+            if inside:
+                scopes.append((node.start_byte, -node.end_byte, node, name))
+        for node in caps.get("definition", ()):
+            if name and (all_definitions or name in used):
+                defs.append((node.start_byte, node.end_byte, node, name))
     scopes.sort(key=lambda s: (s[0], s[1]))
     seen_scope_lines = set()
-    for _, _, item in scopes:
-        if item.line not in seen_scope_lines:
-            seen_scope_lines.add(item.line)
-            out.scopes.append(item)
+    for _, _, node, name in scopes:
+        if node.start_point[0] not in seen_scope_lines:
+            seen_scope_lines.add(node.start_point[0])
+            out.scopes.append(Item("scope", name, base_line + node.start_point[0], base_line + node.end_point[0],
+                                   _header(buf, node, line_text(node))))
     if root.has_error or not out.scopes:
-        fb = _fallback_scopes(lines, row, cursor_indent, ":" if language in INDENTED else "{")
-        fb = [Item("scope", "", base_line + it.line, base_line + it.end_line, it.text) for it in fb]
+        lines = window[max(0, line_start - 200_000):line_start].split("\n")
+        first = row - (len(lines) - 1)
+        fb = _fallback_scopes(lines, len(lines) - 1, cursor_indent, ":" if language in INDENTED else "{")
+        fb = [Item("scope", "", base_line + first + it.line, base_line + row, it.text) for it in fb]
         if len(fb) > len(out.scopes):
             out.scopes = fb
-    # definitions: dedupe (a node may match twice) and attach the innermost enclosing named scope
+    # definitions: dedupe (a node may match twice); the parent is the class / impl / namespace around it
     defs.sort(key=lambda d: (d[0], -d[1]))
-    stack: list[tuple[int, str]] = []
     seen = set()
-    for start, end, item in defs:
-        while stack and stack[-1][0] < end:
-            stack.pop()
-        key = (item.line, item.name)
-        if key not in seen and item.name:
-            seen.add(key)
-            parent = stack[-1][1] if stack else ""
-            out.definitions.append(Item(item.kind, item.name, item.line, item.end_line, item.text, parent))
-        stack.append((end, item.name))
+    for start, end, node, name in defs:
+        key = (node.start_point[0], name)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.definitions.append(Item("definition", name, base_line + node.start_point[0],
+                                    base_line + node.end_point[0], _header(buf, node, line_text(node)),
+                                    _container(node)))
     if ws > 0:  # a huge file: its imports are at the top, outside the parsed window
         head_end = text.rfind("\n", 0, min(ws, HEAD_CHARS)) + 1
         if head_end > 0:
             head = text[:head_end].encode("utf-8")
-            htree = _parser(language).parse(head)
+            hroot = _parser(language).parse(head).root_node
             hitems = []
-            for _, caps in QueryCursor(structure).matches(htree.root_node):
+            for _, caps in QueryCursor(structure).matches(hroot):
                 for node in caps.get("import", ()):
                     hitems.append(Item("import", "", node.start_point[0], node.end_point[0],
                                        head[node.start_byte:node.end_byte].decode("utf-8", "replace").rstrip()))
             out.imports = hitems + out.imports
     out.imports.sort(key=lambda it: it.line)
-    # names used near the cursor, nearest first; the word the cursor touches is being typed: leave it out
-    lo, hi = max(0, row - near_before), min(len(lines), row + near_after + 1)
-    nc = QueryCursor(names)
-    nc.set_point_range((lo, 0), (hi, 0))
-    used: dict[str, int] = {}
-    for node in nc.captures(root).get("identifier", ()):
-        if node.start_byte <= cursor_byte <= node.end_byte:
-            continue
-        r = node.start_point[0]
-        if not lo <= r < hi:
-            continue
-        dist = abs(r - row) * 2 + (1 if r > row else 0)
-        name = node.text.decode("utf-8", "replace")
-        if name not in used or dist < used[name]:
-            used[name] = dist
-    del col
-    out.near_names = sorted(used, key=lambda n: (used[n], n))
     return out
