@@ -1,0 +1,182 @@
+"""Train the house pair: tokenizer, a Llama target (~11M parameters) and a draft (~1.8M), both fill-in-the-middle.
+
+    completer train --preset cpu            # anyone, 2 CPU cores, ~30 minutes
+    completer train --preset h200 --minutes 6 --out completer/models/house   # how the shipped pair was made
+
+Both models see the same batches in one loop; the draft also distils the target (KL to the target's next-token
+distribution), which is what speculative acceptance rewards. Time-based schedule: the learning rate follows a
+cosine over the wall-clock budget, so a run always finishes and saves on time. Fixed seed; progress bar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import random
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from . import corpus
+from .fim import encode_samples, pack
+from .llama import LlamaForCausalLM, ModelConfig
+from .tokenizer import EOS, SPECIAL_TOKENS, load_tokenizer, save_tokenizer, train_tokenizer
+
+TARGET = ModelConfig(vocab_size=8192, hidden_size=320, intermediate_size=896, num_hidden_layers=8,
+                     num_attention_heads=5, num_key_value_heads=1, max_position_embeddings=2048, rope_theta=10000.0)
+DRAFT = ModelConfig(vocab_size=8192, hidden_size=128, intermediate_size=384, num_hidden_layers=4,
+                    num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048, rope_theta=10000.0)
+
+
+@dataclass
+class Preset:
+    minutes: float
+    batch: int
+    seq_len: int
+    corpus_mb: float
+    tokenizer_mb: float
+    lr: float = 2e-3
+    draft_lr: float = 3e-3
+    kd_weight: float = 0.5
+    scale: float = 1.0          # width multiplier for the tiny smoke preset
+
+
+PRESETS = {
+    "h200": Preset(minutes=6, batch=64, seq_len=1024, corpus_mb=300, tokenizer_mb=40),
+    "cpu": Preset(minutes=30, batch=8, seq_len=256, corpus_mb=30, tokenizer_mb=10),
+    "tiny": Preset(minutes=0.5, batch=4, seq_len=128, corpus_mb=2, tokenizer_mb=1, scale=0.25),
+}
+
+
+def scaled(c: ModelConfig, s: float, vocab: int) -> ModelConfig:
+    if s == 1.0:
+        return replace(c, vocab_size=vocab)
+    h = max(32, int(c.hidden_size * s) // 32 * 32)
+    return replace(c, vocab_size=vocab, hidden_size=h, intermediate_size=max(64, int(c.intermediate_size * s)),
+                   num_hidden_layers=max(1, int(c.num_hidden_layers * s)), num_attention_heads=max(1, h // 64),
+                   num_key_value_heads=1, head_dim=None)
+
+
+def lr_at(frac: float, base: float, warmup: float = 0.03) -> float:
+    if frac < warmup:
+        return base * frac / warmup
+    return base * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, (frac - warmup) / (1 - warmup)))))
+
+
+def save_pair(out: Path, target, draft, tok, meta: dict) -> None:
+    eos = tok.token_to_id(EOS)
+    for name, model in (("target", target), ("draft", draft)):
+        folder = out / name
+        model.config.eos_token_id = eos
+        model.save_pretrained(folder, dtype=torch.bfloat16)
+        save_tokenizer(tok, folder)
+        (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": eos, "pad_token_id": eos}) + "\n")
+    (out / "train_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="completer train", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
+    ap.add_argument("--minutes", type=float, help="wall-clock training budget (default: the preset's)")
+    ap.add_argument("--out", default="runs/house", help="output folder (gets target/ and draft/)")
+    ap.add_argument("--tokenizer", help="reuse the tokenizer.json in this folder instead of training one")
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--device", default="auto")
+    args = ap.parse_args(argv)
+    p = PRESETS[args.preset]
+    minutes = args.minutes if args.minutes is not None else p.minutes
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
+                          ("cpu" if args.device == "auto" else args.device))
+    random.seed(args.seed), np.random.seed(args.seed), torch.manual_seed(args.seed)
+    out = Path(args.out)
+    t0 = time.time()
+
+    if args.tokenizer:
+        tok = load_tokenizer(args.tokenizer)
+    else:
+        print(f"training tokenizer on {p.tokenizer_mb} MB of the train split ...", flush=True)
+        tok = train_tokenizer((t for _, t in corpus.iter_texts("train", int(p.tokenizer_mb * 1e6))),
+                              vocab_size=TARGET.vocab_size)
+    assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == list(range(len(SPECIAL_TOKENS)))
+    vocab = tok.get_vocab_size()
+
+    print(f"encoding up to {p.corpus_mb} MB of FIM samples ...", flush=True)
+    texts = [t for _, t in corpus.iter_texts("train", int(p.corpus_mb * 1e6))]
+    random.Random(args.seed).shuffle(texts)
+    stream = encode_samples(texts, tok, seed=args.seed)
+    data = torch.from_numpy(pack(stream, p.seq_len).astype(np.int64))
+    print(f"{len(texts)} files, {len(stream) / 1e6:.1f}M tokens, {len(data)} windows of {p.seq_len} "
+          f"({time.time() - t0:.0f}s)", flush=True)
+
+    target = LlamaForCausalLM(scaled(TARGET, p.scale, vocab)).to(device)
+    draft = LlamaForCausalLM(scaled(DRAFT, p.scale, vocab)).to(device)
+    target.init_weights(args.seed), draft.init_weights(args.seed + 1)
+    target.train(), draft.train()
+    fused = device.type == "cuda"
+    opt_t = torch.optim.AdamW(target.parameters(), lr=p.lr, betas=(0.9, 0.95), weight_decay=0.1, fused=fused)
+    opt_d = torch.optim.AdamW(draft.parameters(), lr=p.draft_lr, betas=(0.9, 0.95), weight_decay=0.1, fused=fused)
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    gen = torch.Generator().manual_seed(args.seed)
+    budget = minutes * 60
+    start = time.time()
+    step = tokens = 0
+    bar = tqdm(total=int(budget), unit="s", desc="train", bar_format="{l_bar}{bar}| {n}/{total}s {postfix}")
+    ema_t = ema_d = None
+    while (elapsed := time.time() - start) < budget:
+        frac = elapsed / budget
+        for opt, base in ((opt_t, p.lr), (opt_d, p.draft_lr)):
+            for g in opt.param_groups:
+                g["lr"] = lr_at(frac, base)
+        idx = torch.randint(len(data), (p.batch,), generator=gen)
+        w = data[idx].to(device, non_blocking=True)
+        x, y = w[:, :-1], w[:, 1:]
+        with amp:
+            lt = target(x)                                                    # [B,T,V]
+            loss_t = F.cross_entropy(lt.float().view(-1, vocab), y.reshape(-1))
+            ld = draft(x)
+            logq = F.log_softmax(ld.float(), -1)
+            ce_d = F.nll_loss(logq.view(-1, vocab), y.reshape(-1))
+            pt = F.softmax(lt.detach().float(), -1)
+            kd = (pt * (torch.log(pt.clamp_min(1e-9)) - logq)).sum(-1).mean()
+            loss_d = (1 - p.kd_weight) * ce_d + p.kd_weight * kd
+        for loss, model, opt in ((loss_t, target, opt_t), (loss_d, draft, opt_d)):
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+        step += 1
+        tokens += x.numel()
+        if step % 10 == 0:
+            lt_v, ld_v = loss_t.item(), ce_d.item()
+            ema_t = lt_v if ema_t is None else 0.9 * ema_t + 0.1 * lt_v
+            ema_d = ld_v if ema_d is None else 0.9 * ema_d + 0.1 * ld_v
+            bar.n = int(time.time() - start)
+            bar.set_postfix_str(f"step {step} loss target {ema_t:.3f} draft {ema_d:.3f} tok {tokens / 1e6:.0f}M")
+    bar.n = int(budget)
+    bar.close()
+    target.eval(), draft.eval()
+    meta = {
+        "command": "completer train " + " ".join(argv if argv is not None else __import__("sys").argv[1:]),
+        "preset": args.preset, "preset_values": asdict(p), "minutes": minutes, "seed": args.seed,
+        "device": torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor() or "cpu",
+        "torch": torch.__version__, "steps": step, "tokens_seen": tokens, "train_tokens": int(len(stream)),
+        "train_files": len(texts), "final_loss_target": ema_t, "final_loss_draft_ce": ema_d,
+        "params_target": sum(q.numel() for q in target.parameters()),
+        "params_draft": sum(q.numel() for q in draft.parameters()),
+        "seconds_total": time.time() - t0,
+    }
+    save_pair(out, target, draft, tok, meta)
+    print(json.dumps(meta, indent=2), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
