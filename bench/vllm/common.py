@@ -1,0 +1,106 @@
+"""Shared pieces of the vLLM benchmarks: arguments, timing one request, statistics, JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from completer.engine import Request
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def base_parser(doc: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench/results/tmp")) / "vllm",
+                   help="folder for the JSON results (default $OUT/vllm)")
+    p.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM tensor parallelism for the target")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.35)
+    p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs / torch.compile (default: on)")
+    return p
+
+
+def engine_overrides(max_model_len: int | None = None) -> dict:
+    """Extra vLLM engine arguments for single-user latency runs: few sequences, small CUDA-graph set."""
+    kw = dict(max_num_seqs=8, compilation_config={"cudagraph_capture_sizes": [1, 2, 4, 8, 16, 32, 64]})
+    if max_model_len:
+        kw["max_model_len"] = max_model_len
+    return kw
+
+
+async def timed(engine, request: Request) -> dict:
+    """Run one request; TTFT (first token), latency (last chunk), token count, ids."""
+    t0 = time.perf_counter()
+    ttft, ids, text, reason = None, [], "", None
+    async for chunk in engine.generate(request):
+        if chunk.token_ids and ttft is None:
+            ttft = time.perf_counter() - t0
+        ids.extend(chunk.token_ids)
+        text += chunk.text
+        if chunk.finished:
+            reason = chunk.finish_reason
+    lat = time.perf_counter() - t0
+    return {"ttft_s": ttft, "latency_s": lat, "tokens": len(ids), "ids": ids, "text": text, "finish": reason}
+
+
+def pct(xs, q: float):
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
+
+
+def summary(xs) -> dict:
+    xs = [x for x in xs if x is not None]
+    return {"median": statistics.median(xs) if xs else None, "p95": pct(xs, 0.95), "n": len(xs)}
+
+
+def counters_delta(after: dict, before: dict) -> dict:
+    """Spec-decode counters accumulated between two snapshots (per position too)."""
+    def sub(a, b):
+        b = b + [0] * (len(a) - len(b))
+        return [x - y for x, y in zip(a, b)]
+
+    d = {k: after[k] - before[k] for k in ("draft_tokens", "accepted_tokens", "generated_tokens",
+                                           "prompt_tokens", "cached_prompt_tokens")}
+    d["draft_per_position"] = sub(after["draft_per_position"], before["draft_per_position"])
+    d["accepted_per_position"] = sub(after["accepted_per_position"], before["accepted_per_position"])
+    d["acceptance_per_position"] = [a / p if p else None for a, p in
+                                    zip(d["accepted_per_position"], d["draft_per_position"])]
+    drafts = d["draft_per_position"][0] if d["draft_per_position"] else 0
+    d["acceptance_rate"] = d["accepted_tokens"] / d["draft_tokens"] if d["draft_tokens"] else None
+    d["mean_tokens_per_step"] = 1 + d["accepted_tokens"] / drafts if drafts else 1.0
+    return d
+
+
+def machine() -> dict:
+    info = {"python": sys.version.split()[0], "platform": platform.platform(), "argv": sys.argv}
+    try:
+        info["gpu"] = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
+                                      "--format=csv,noheader"], capture_output=True, text=True,
+                                     timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        info["gpu"] = None
+    try:
+        import torch
+        import vllm
+
+        info["torch"], info["vllm"] = torch.__version__, vllm.__version__
+    except ImportError:
+        pass
+    return info
+
+
+def write_json(out: Path, name: str, data: dict) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    path.write_text(json.dumps(data, indent=1))
+    print(f"wrote {path}", flush=True)
+    return path

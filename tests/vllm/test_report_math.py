@@ -1,0 +1,58 @@
+"""The formula behind the vLLM report (Leviathan et al.) and the counter arithmetic of the benchmarks (CPU)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "vllm"
+
+
+def load(name):
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location(f"vllm_bench_{name}", BENCH / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+report = load("report")
+common = load("common")
+
+
+@pytest.mark.parametrize("alpha,k", [(0.0, 4), (0.5, 2), (0.8, 4), (0.95, 8)])
+def test_solve_alpha_inverts_expected_tokens(alpha, k):
+    e = (1 - alpha ** (k + 1)) / (1 - alpha)
+    assert report.solve_alpha(e, k) == pytest.approx(alpha, abs=1e-6)
+
+
+def test_solve_alpha_rejects_impossible_lengths():
+    assert report.solve_alpha(0.5, 4) is None and report.solve_alpha(6.0, 4) is None
+
+
+def test_leviathan_speedup():
+    assert report.leviathan(3.0, 4, 0.0) == 3.0            # free proposer: every extra token is a gain
+    assert report.leviathan(3.0, 4, 0.5) == 1.0            # 4 drafts at half a target step eat the gain
+    assert report.leviathan(1.0, 4, 0.1) < 1               # nothing accepted: pure loss
+
+
+def test_counters_delta_per_position():
+    before = dict(draft_tokens=8, accepted_tokens=5, generated_tokens=10, prompt_tokens=50, cached_prompt_tokens=0,
+                  draft_per_position=[2, 2, 2, 2], accepted_per_position=[2, 2, 1, 0])
+    after = dict(draft_tokens=20, accepted_tokens=11, generated_tokens=30, prompt_tokens=90, cached_prompt_tokens=16,
+                 draft_per_position=[5, 5, 5, 5], accepted_per_position=[5, 3, 2, 1])
+    d = common.counters_delta(after, before)
+    assert d["draft_per_position"] == [3, 3, 3, 3] and d["accepted_per_position"] == [3, 1, 1, 1]
+    assert d["acceptance_per_position"] == [1.0, 1 / 3, 1 / 3, 1 / 3]
+    assert d["mean_tokens_per_step"] == 1 + 6 / 3
+    assert d["cached_prompt_tokens"] == 16
+
+
+def test_dummy_shapes_have_the_published_sizes():
+    dummy = load("dummy")
+    assert dummy.params(dummy.SHAPES["target-7b"]) / 1e9 == pytest.approx(7.62, abs=0.01)
+    assert dummy.params(dummy.SHAPES["draft-0.5b"]) / 1e9 == pytest.approx(0.494, abs=0.01)
