@@ -134,17 +134,27 @@ class FrameLimitReader:
     it, answered with -32600 (via ``on_oversize(length)``), and the next frame is handed to pygls instead.
 
     pygls' ``run_async`` reads headers with ``readline()`` and the body with ``readexactly(n)``; this reader passes
-    both through and only steps in when ``n`` is over the limit.
+    both through and only steps in when ``n`` is over the limit, or a header line is absurdly long (it is then
+    read in bounded pieces that match no header, so pygls ignores it instead of buffering it whole).
     """
 
     CHUNK = 1 << 16
+    MAX_HEADER_LINE = 8192          # a header line longer than this is read (and ignored) in pieces
+    _DROPPED = b"X-Completer-Dropped: header line too long\r\n"
 
     def __init__(self, reader, max_bytes: int, on_oversize: Callable[[int], None]):
         self._reader, self.max_bytes, self._on_oversize = reader, max_bytes, on_oversize
         self.skipped = 0
 
-    def readline(self):
-        return self._reader.readline()
+    async def readline(self) -> bytes:
+        stdin = getattr(self._reader, "stdin", None)
+        if stdin is not None:           # pygls' StdinAsyncReader: bound the line, so memory stays bounded
+            return await self._reader.loop.run_in_executor(self._reader.executor, stdin.readline,
+                                                           self.MAX_HEADER_LINE)
+        try:
+            return await self._reader.readline()
+        except ValueError:              # asyncio.StreamReader: line over its limit (dropped from its buffer)
+            return self._DROPPED
 
     async def readexactly(self, n: int) -> bytes:
         while n > self.max_bytes:

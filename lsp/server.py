@@ -86,6 +86,10 @@ class CompleterProtocol(LanguageServerProtocol):
             self.send_error(msg_id if isinstance(msg_id, (int, str)) else None, JsonRpcInvalidRequest.CODE,
                             'invalid request: expected a JSON-RPC 2.0 object with "jsonrpc": "2.0"')
             return
+        if self._shutdown and getattr(message, "method", None) not in (None, types.EXIT):
+            if getattr(message, "id", None) is not None:   # a request after shutdown: answered, not dropped (LSP)
+                self.send_error(message.id, JsonRpcInvalidRequest.CODE, "the server is shutting down")
+            return
         super().handle_message(message)
 
     def send_error(self, msg_id: Any, code: int, message: str) -> None:
@@ -252,7 +256,8 @@ def build_server(engine_host: EngineHost | None = None) -> CompleterServer:
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: CompleterServer, params: None) -> None:
         ls.lifecycle.cancel_all()
-        await ls.engine_host.close()
+        if ls.exit_hook is None:   # stdio: the only client; TCP/ws connections share the engine with others
+            await ls.engine_host.close()
 
     @server.feature("completer/stats")
     def stats(ls: CompleterServer, params: Any) -> dict:

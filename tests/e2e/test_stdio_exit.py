@@ -71,6 +71,8 @@ async def test_shutdown_then_exit(engine_options):
     proc = await start(engine_options)
     proc.stdin.write(frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
     assert (await response(proc.stdout, 2))["result"] is None
+    proc.stdin.write(frame({"jsonrpc": "2.0", "id": 3, "method": "completer/health"}))
+    assert (await response(proc.stdout, 3))["error"]["code"] == -32600     # answered, not dropped
     proc.stdin.write(frame({"jsonrpc": "2.0", "method": "exit"}))
     await proc.stdin.drain()
     assert await asyncio.wait_for(proc.wait(), 60) == 0

@@ -216,3 +216,19 @@ async def test_vanished_client_aborts_its_requests_and_others_keep_working(ws_ur
             assert "result" in res, res
             return
         pytest.fail("every request finished before the client could vanish")
+
+
+async def test_one_client_shutting_down_leaves_the_engine_to_the_others(ws_url, engine_options):
+    async with websockets.connect(ws_url) as ws_a, websockets.connect(ws_url) as ws_b:
+        a, b = Peer(ws_a), Peer(ws_b)
+        assert "result" in await a.initialize(engine_options)
+        assert "result" in await b.initialize(engine_options)
+        await a.ready()
+        assert (await a.request("shutdown"))["result"] is None
+        assert (await a.request("completer/health"))["error"]["code"] == -32600   # after shutdown
+        await a.notify("exit", None)
+        await asyncio.wait_for(a.reader, 10)                      # the server closed only a's connection
+        s = await b.ready()
+        assert s["engineError"] is None
+        await b.open("file:///w/b.py", PY)
+        assert "result" in await b.inline("file:///w/b.py", 9, 4)
