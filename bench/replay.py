@@ -1,0 +1,323 @@
+"""Replay typing traces against the real language server, as an editor would, for several configurations.
+
+    python -m bench.replay [TRACES...] [--transport stdio|ws] [--server-cmd CMD | --connect ws://HOST:PORT]
+                           [--configs none,draft-k4,ngram-k4,adaptive,adaptive-nocancel,adaptive-nocache]
+                           [--engine KEY=VALUE ...] [--option KEY=JSON ...] [--speed 1.0] [--out bench/results]
+
+For every configuration (all in one run, one after another, each against a fresh server unless ``--connect``):
+``initialize`` with the configuration's initialization options, wait for the engine, then for each trace
+``didOpen`` and, at the trace's times (divided by ``--speed``), per keystroke one incremental ``didChange`` and one
+``textDocument/inlineCompletion`` at the cursor. A response counts as *shown* if it has ghost text and arrives
+before the next edit; later ones are stale and ignored, as editors do. With cancellation on, the client sends
+``$/cancelRequest`` for the stale request (as VS Code does) and the server aborts it; with it off
+(``cancelStaleRequests: false``) the client sends no cancel and the server runs every request to the end. At an
+``accept`` point the user presses Tab if the ghost text shown then is a prefix of the intended text: the replay
+inserts it (one ``didChange``), skips the trace's keystrokes that typed the same text and pulls the rest of the
+trace earlier by the time they took. Engine counters come from ``completer/stats`` (differences before/after).
+
+Writes ``replay.json``, ``replay.md`` and ``replay.png`` (see bench/report.py) to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import shlex
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench import trace as tr
+from bench.lspclient import Client, RpcError, Server
+
+HERE = Path(__file__).resolve().parent
+CONFIGS: dict[str, dict] = {
+    "none": {"engine": {"speculation": "none"}},
+    "draft-k4": {"engine": {"speculation": "draft", "num_speculative_tokens": 4}},
+    "ngram-k4": {"engine": {"speculation": "ngram", "num_speculative_tokens": 4}},
+    "adaptive": {"engine": {"speculation": "draft", "num_speculative_tokens": "adaptive"}},
+    "adaptive-nocancel": {"engine": {"speculation": "draft", "num_speculative_tokens": "adaptive"},
+                          "cancelStaleRequests": False},
+    "adaptive-nocache": {"engine": {"speculation": "draft", "num_speculative_tokens": "adaptive",
+                                    "prefix_cache": False}},
+}
+BASE_OPTIONS = {"maxTokens": 32, "debounceMs": 30}
+DRAIN_S = 60.0
+
+
+def merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+async def wait_ready(client: Client, timeout: float = 300.0) -> dict:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        s = await client.call("completer/stats", {})
+        if s.get("engineReady"):
+            return s
+        if s.get("engineError"):
+            raise RuntimeError(f"engine failed to start: {s['engineError']}")
+        await asyncio.sleep(0.2)
+    raise RuntimeError("engine not ready in time")
+
+
+class Replayer:
+    """Replays one trace on an initialized connection; collects one record per edit the client sent."""
+
+    def __init__(self, client: Client, cancel: bool, speed: float, tick=None):
+        self.client, self.cancel, self.speed, self.tick = client, cancel, speed, tick or (lambda: None)
+
+    async def run(self, name: str, trace: tr.Trace) -> dict:
+        c = self.client
+        h = trace.header
+        docs = {h.uri: h.text}            # what the server has (trace edits + accepted ghost text)
+        trace_docs = dict(docs)           # what the trace alone would give
+        versions = {h.uri: 1}
+        await c.notify("textDocument/didOpen", {"textDocument": {"uri": h.uri, "languageId": h.language_id,
+                                                                 "version": 1, "text": h.text}})
+        records: list[dict] = []
+        latest: dict | None = None        # the record of the newest request (the only one that may show)
+        syncing: set[str] = set()
+        shift = 0.0
+        prev_t = 0.0
+        accept_points = accepted = saved = 0
+        t0 = time.perf_counter()
+        waits = []
+
+        async def send_edit(uri: str, edit: dict, kind: str, cursor: dict | None) -> None:
+            nonlocal latest
+            docs[uri], off = tr.apply_edit(docs[uri], edit)
+            versions[uri] += 1
+            if latest is not None and latest["status"] == "pending":
+                latest["status"] = "stale"
+                if self.cancel:
+                    await c.notify("$/cancelRequest", {"id": latest["id"]})
+            now = time.perf_counter()
+            await c.notify("textDocument/didChange", {
+                "textDocument": {"uri": uri, "version": versions[uri]}, "contentChanges": [edit]})
+            pos = cursor or tr.position_of(docs[uri], off)
+            rid, fut = await c.request("textDocument/inlineCompletion", {
+                "textDocument": {"uri": uri}, "position": pos, "context": {"triggerKind": 2}})
+            rec = {"trace": name, "kind": kind, "t": now - t0, "id": rid, "status": "pending", "latency_ms": None,
+                   "ghost": None, "gap_ms": None, "offset": off, "uri": uri}
+            records.append(rec)
+            latest = rec
+            waits.append(asyncio.ensure_future(self._answer(rec, fut, now)))
+
+        for ev in trace.events:
+            target = t0 + (ev.t_ms - shift) / 1000 / self.speed
+            delay = target - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self.tick()
+            if ev.open is not None:
+                docs[ev.uri] = trace_docs[ev.uri] = ev.open["text"]
+                versions[ev.uri] = 1
+                await c.notify("textDocument/didOpen", {"textDocument": {
+                    "uri": ev.uri, "languageId": ev.open["languageId"], "version": 1, "text": ev.open["text"]}})
+            elif ev.edit is not None:
+                trace_docs[ev.uri] = tr.apply_edit(trace_docs[ev.uri], ev.edit)[0]
+                if ev.uri in syncing:        # typing what an accepted completion already inserted: skip it
+                    if trace_docs[ev.uri] == docs[ev.uri]:
+                        syncing.discard(ev.uri)
+                    shift += ev.t_ms - prev_t
+                else:
+                    await send_edit(ev.uri, ev.edit, "key", ev.cursor)
+            elif ev.accept is not None:
+                if ev.uri in syncing:
+                    shift += ev.t_ms - prev_t
+                else:
+                    accept_points += 1
+                    g = latest["ghost"] if latest is not None and latest["status"] == "shown" else None
+                    if g and g.strip() and ev.accept["intended"].startswith(g) and latest["uri"] == ev.uri:
+                        accepted += 1
+                        saved += len(g)
+                        latest["accepted"] = True
+                        await send_edit(ev.uri, tr.insert_edit(docs[ev.uri], latest["offset"], g), "accept", None)
+                        syncing.add(ev.uri)
+            elif ev.reject is not None:
+                if latest is not None and latest["status"] == "shown":
+                    latest["rejected"] = True
+                    latest = None
+            prev_t = ev.t_ms
+        end = time.perf_counter()
+        for a, b in zip(records, records[1:]):
+            a["gap_ms"] = (b["t"] - a["t"]) * 1000
+        if records:
+            records[-1]["gap_ms"] = float("inf")
+        if waits:
+            await asyncio.wait(waits, timeout=DRAIN_S)
+        for w in waits:
+            w.cancel()
+        await c.notify("textDocument/didClose", {"textDocument": {"uri": h.uri}})
+        return {"records": records, "accept_points": accept_points, "accepted": accepted, "chars_saved": saved,
+                "chars_typed": sum(len(e.edit["text"]) for e in trace.events if e.edit is not None),
+                "duration_s": end - t0, "final_equals_trace": docs[h.uri] == trace_docs[h.uri]}
+
+    async def _answer(self, rec: dict, fut: asyncio.Future, sent: float) -> None:
+        try:
+            got, msg = await fut
+        except (ConnectionError, asyncio.CancelledError):
+            if rec["status"] == "pending":
+                rec["status"] = "unanswered"
+            return
+        rec["answer_ms"] = (got - sent) * 1000
+        if "error" in msg:
+            code = msg["error"].get("code")
+            rec["error"] = code
+            if rec["status"] == "pending":
+                rec["status"] = "cancelled" if code == -32800 else "error"
+            return
+        res = msg.get("result")
+        items = (res.get("items") or []) if isinstance(res, dict) else (res or [])
+        text = items[0].get("insertText") if items else None
+        if isinstance(text, dict):
+            text = text.get("value")
+        if rec["status"] == "pending":
+            if text:
+                rec.update(status="shown", ghost=text, latency_ms=rec["answer_ms"])
+            else:
+                rec["status"] = "empty"
+
+
+def counters_diff(before: dict | None, after: dict | None) -> dict:
+    if not after:
+        return {}
+    before = before or {}
+    out = {}
+    for k, v in after.items():
+        b = before.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = v - (b if isinstance(b, (int, float)) else 0)
+        elif isinstance(v, list) and all(isinstance(x, (int, float)) for x in v):
+            bl = b if isinstance(b, list) else []
+            out[k] = [x - (bl[i] if i < len(bl) else 0) for i, x in enumerate(v)]
+    return out
+
+
+async def run_config(name: str, options: dict, traces: list[tuple[str, tr.Trace]], args, tick) -> dict:
+    server = Server(args.transport, args.server_cmd, args.connect)
+    client = await server.start()
+    try:
+        await client.call("initialize", {
+            "processId": None, "rootUri": None, "initializationOptions": options,
+            "capabilities": {"general": {"positionEncodings": ["utf-16"]},
+                             "textDocument": {"inlineCompletion": {}}}}, timeout=120)
+        await client.notify("initialized", {})
+        t_ready = time.perf_counter()
+        before = await wait_ready(client)
+        ready_s = time.perf_counter() - t_ready
+        cancel = options.get("cancelStaleRequests", True)
+        rep = Replayer(client, cancel=cancel, speed=args.speed, tick=tick)
+        per_trace = [await rep.run(n, t) for n, t in traces]
+        after = await client.call("completer/stats", {})
+    finally:
+        await server.stop(client)
+    return {"name": name, "options": options, "engine_ready_s": ready_s, "traces": per_trace,
+            "server": counters_diff(before.get("server"), after.get("server")),
+            "engine": counters_diff(before.get("engine"), after.get("engine")),
+            "engine_config": (after.get("config") or {}).get("engine"), "messages": client.messages[-20:]}
+
+
+def parse_kv(items: list[str], what: str) -> dict:
+    out = {}
+    for it in items or []:
+        if "=" not in it:
+            raise SystemExit(f"{what}: expected KEY=VALUE, got {it!r}")
+        k, v = it.split("=", 1)
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for ln in Path("/proc/cpuinfo").read_text().splitlines():
+            if ln.startswith("model name"):
+                cpu = ln.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import os
+
+    return {"cpu": cpu, "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "platform": platform.platform(), "python": platform.python_version()}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("traces", nargs="*", default=[str(HERE / "traces")], help="trace files or folders")
+    ap.add_argument("--transport", choices=["stdio", "ws"], default="stdio")
+    ap.add_argument("--server-cmd", help="command that starts the server (default: this Python's lsp.server)")
+    ap.add_argument("--connect", help="ws://HOST:PORT of a running server (one connection per configuration)")
+    ap.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, from {', '.join(CONFIGS)}")
+    ap.add_argument("--config", action="append", metavar="NAME=JSON",
+                    help="an extra configuration: initialization options merged over the base")
+    ap.add_argument("--engine", action="append", metavar="KEY=VALUE", help="engine setting for every configuration")
+    ap.add_argument("--option", action="append", metavar="KEY=JSON", help="server option for every configuration")
+    ap.add_argument("--speed", type=float, default=1.0, help="replay this many times faster than the trace")
+    ap.add_argument("--pause-ms", type=float, default=500.0, help="a gap this long after a keystroke is a pause")
+    ap.add_argument("--out", type=Path, default=HERE / "results")
+    ap.add_argument("--name", default="replay", help="output file stem")
+    ap.add_argument("--no-plot", action="store_true")
+    return ap
+
+
+async def amain(args) -> dict:
+    traces = tr.load_all(args.traces)
+    if not traces:
+        raise SystemExit(f"no traces found in {args.traces}")
+    base = merge(BASE_OPTIONS, {"engine": parse_kv(args.engine, "--engine")})
+    base = merge(base, parse_kv(args.option, "--option"))
+    chosen = {}
+    for n in [x for x in args.configs.split(",") if x]:
+        if n not in CONFIGS:
+            raise SystemExit(f"unknown configuration {n!r}; known: {', '.join(CONFIGS)}")
+        chosen[n] = merge(base, CONFIGS[n])
+    for item in args.config or []:
+        n, _, js = item.partition("=")
+        chosen[n] = merge(base, json.loads(js))
+    total = len(chosen) * sum(len(t.events) for _, t in traces)
+    try:
+        from tqdm import tqdm
+        bar = tqdm(total=total, desc="replay", unit="ev")
+        tick = lambda: bar.update(1)  # noqa: E731
+    except ImportError:
+        bar, tick = None, None
+    results = []
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    for n, opts in chosen.items():
+        if bar is not None:
+            bar.set_postfix_str(n)
+        results.append(await run_config(n, opts, traces, args, tick))
+    if bar is not None:
+        bar.close()
+    return {"date": started, "machine": machine(), "command": " ".join(shlex.quote(a) for a in sys.argv),
+            "transport": "ws (connect)" if args.connect else args.transport, "speed": args.speed,
+            "pause_ms": args.pause_ms,
+            "traces": [{"name": n, "keystrokes": t.keystrokes, "duration_s": t.events[-1].t_ms / 1000,
+                        "language": t.header.language_id, "source": t.header.meta.get("source")} for n, t in traces],
+            "configs": results}
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    raw = asyncio.run(amain(args))
+    from bench import report
+
+    paths = report.write(raw, args.out, args.name, plot=not args.no_plot)
+    print(Path(paths["md"]).read_text())
+    print("wrote", ", ".join(str(p) for p in paths.values()))
+
+
+if __name__ == "__main__":
+    main()

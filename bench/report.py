@@ -1,0 +1,169 @@
+"""Turn a replay's raw results into figures: JSON, a markdown table and a plot in bench/results/.
+
+    python -m bench.report RAW.json [--out bench/results] [--name replay]   (re-render saved raw results)
+
+Per configuration: keystroke-to-ghost-text latency p50/p95/p99 of the completions that were shown; the share of
+pauses (a gap of at least ``pause_ms`` after a keystroke) that got ghost text within 100 ms and 200 ms; engine
+requests per edit; tokens generated for requests later aborted (wasted work, engine counter ``wasted_tokens``);
+speculative acceptance rate (accepted / proposed draft tokens); characters the user did not have to type.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear-interpolation percentile (numpy's default); None for no values."""
+    v = sorted(values)
+    if not v:
+        return None
+    pos = (len(v) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if not b or a is None else a / b
+
+
+def summarize(cfg: dict, pause_ms: float) -> dict:
+    recs = [r for t in cfg["traces"] for r in t["records"]]
+    keys = [r for r in recs if r["kind"] == "key"]
+    shown = [r["latency_ms"] for r in recs if r["status"] == "shown"]
+    pauses = [r for r in keys if r["gap_ms"] is not None and r["gap_ms"] >= pause_ms]
+
+    def within(ms: float) -> float | None:
+        return _ratio(sum(1 for r in pauses if r["status"] == "shown" and r["latency_ms"] <= ms), len(pauses))
+
+    status: dict[str, int] = {}
+    for r in recs:
+        status[r["status"]] = status.get(r["status"], 0) + 1
+    eng, srv = cfg.get("engine") or {}, cfg.get("server") or {}
+    saved = sum(t["chars_saved"] for t in cfg["traces"])
+    typed = sum(t["chars_typed"] for t in cfg["traces"])
+    return {
+        "name": cfg["name"],
+        "keystrokes": len(keys),
+        "edits_sent": len(recs),
+        "shown": len(shown),
+        "latency_ms": {"p50": percentile(shown, 50), "p95": percentile(shown, 95), "p99": percentile(shown, 99)},
+        "pauses": len(pauses),
+        "pauses_ghost_within_100ms": within(100),
+        "pauses_ghost_within_200ms": within(200),
+        "engine_requests_per_keystroke": _ratio(srv.get("engine_requests"), len(recs)),
+        "served_from_cache": srv.get("served_from_cache"),
+        "engine_aborts": eng.get("requests_aborted"),
+        "generated_tokens": eng.get("generated_tokens"),
+        "wasted_tokens": eng.get("wasted_tokens"),
+        "wasted_share": _ratio(eng.get("wasted_tokens"), eng.get("generated_tokens")),
+        "acceptance_rate": _ratio(eng.get("accepted_tokens"), eng.get("draft_tokens")),
+        "cached_prompt_share": _ratio(eng.get("cached_prompt_tokens"), eng.get("prompt_tokens")),
+        "accept_points": sum(t["accept_points"] for t in cfg["traces"]),
+        "accepted": sum(t["accepted"] for t in cfg["traces"]),
+        "chars_saved": saved,
+        "chars_saved_share": _ratio(saved, typed),
+        "status": status,
+        "wall_s": sum(t["duration_s"] for t in cfg["traces"]),
+        "engine_ready_s": cfg.get("engine_ready_s"),
+    }
+
+
+def _f(v, fmt="{:.0f}") -> str:
+    return "–" if v is None else fmt.format(v)
+
+
+def markdown(raw: dict, rows: list[dict]) -> str:
+    m = raw["machine"]
+    out = [f"# Typing-trace replay: keystroke to ghost text\n",
+           f"- date: {raw['date']}; machine: {m['cpu']}, {m['cores']} cores ({m['platform']}, Python {m['python']})",
+           f"- command: `{raw['command']}`",
+           f"- transport: {raw['transport']}; speed x{raw['speed']}; a pause = a gap of >= {raw['pause_ms']:.0f} ms "
+           f"after a keystroke",
+           "- traces: " + ", ".join(f"{t['name']} ({t['language']}, {t['keystrokes']} keys, {t['duration_s']:.0f} s)"
+                                    for t in raw["traces"]),
+           ""]
+    for c in raw["configs"]:
+        out.append(f"- `{c['name']}`: options `{json.dumps(c['options'], sort_keys=True)}`")
+    out += ["", "| config | shown | p50 ms | p95 ms | p99 ms | pauses ≤100 ms | pauses ≤200 ms | engine req/key | "
+                "wasted tokens (share) | acceptance | chars saved (share) | from cache |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lat = r["latency_ms"]
+        pct = lambda v: _f(None if v is None else 100 * v, "{:.0f}%")  # noqa: E731
+        out.append(
+            f"| {r['name']} | {r['shown']}/{r['edits_sent']} | {_f(lat['p50'])} | {_f(lat['p95'])} | {_f(lat['p99'])} "
+            f"| {pct(r['pauses_ghost_within_100ms'])} | {pct(r['pauses_ghost_within_200ms'])} ({r['pauses']}) "
+            f"| {_f(r['engine_requests_per_keystroke'], '{:.2f}')} "
+            f"| {_f(r['wasted_tokens'])} ({pct(r['wasted_share'])}) | {pct(r['acceptance_rate'])} "
+            f"| {r['chars_saved']} ({pct(r['chars_saved_share'])}) | {_f(r['served_from_cache'])} |")
+    out += ["", "shown = edits whose ghost text arrived before the next edit / edits sent; latency over shown ones "
+                "(didChange sent -> response received). Status counts: " +
+            "; ".join(f"{r['name']}: {r['status']}" for r in rows), ""]
+    return "\n".join(out)
+
+
+def plot_figure(raw: dict, rows: list[dict], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r["name"] for r in rows]
+    lat = [[x["latency_ms"] for t in c["traces"] for x in t["records"] if x["status"] == "shown"] or [0]
+           for c in raw["configs"]]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    a.boxplot(lat, whis=(5, 95), showfliers=False)
+    a.set_xticks(range(1, len(names) + 1), names, rotation=30, ha="right")
+    a.set_ylabel("keystroke -> ghost text (ms), shown completions")
+    a.set_title("latency (box: p25-p75, whiskers p5-p95)")
+    x = range(len(names))
+    w100 = [100 * (r["pauses_ghost_within_100ms"] or 0) for r in rows]
+    w200 = [100 * (r["pauses_ghost_within_200ms"] or 0) for r in rows]
+    b.bar([i - 0.2 for i in x], w100, 0.4, label="<= 100 ms")
+    b.bar([i + 0.2 for i in x], w200, 0.4, label="<= 200 ms")
+    b.set_xticks(list(x), names, rotation=30, ha="right")
+    b.set_ylabel("% of pauses with ghost text")
+    b.set_title("pauses that got ghost text in time")
+    b.legend()
+    fig.suptitle(f"typing-trace replay, {raw['machine']['cpu']}, {raw['machine']['cores']} cores", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(raw: dict, out: Path, name: str = "replay", plot: bool = True) -> dict:
+    """Write ``<name>.json`` (summary), ``<name>.md``, ``<name>.png`` and the raw records under ``tmp/``."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [summarize(c, raw["pause_ms"]) for c in raw["configs"]]
+    paths = {"json": out / f"{name}.json", "md": out / f"{name}.md"}
+    summary = {k: raw[k] for k in ("date", "machine", "command", "transport", "speed", "pause_ms", "traces")}
+    summary["configs"] = [{"options": c["options"], "engine_config": c.get("engine_config"),
+                           "engine": c.get("engine"), "server": c.get("server"), **r}
+                          for c, r in zip(raw["configs"], rows)]
+    paths["json"].write_text(json.dumps(summary, indent=1, default=str))
+    paths["md"].write_text(markdown(raw, rows))
+    raw_dir = out / "tmp"
+    raw_dir.mkdir(exist_ok=True)
+    paths["raw"] = raw_dir / f"{name}.raw.json"
+    paths["raw"].write_text(json.dumps(raw, default=str))
+    if plot:
+        paths["png"] = out / f"{name}.png"
+        plot_figure(raw, rows, paths["png"])
+    return paths
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("raw", type=Path)
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    ap.add_argument("--name", default="replay")
+    a = ap.parse_args(argv)
+    paths = write(json.loads(a.raw.read_text()), a.out, a.name)
+    print(Path(paths["md"]).read_text())
+
+
+if __name__ == "__main__":
+    main()
