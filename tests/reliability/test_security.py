@@ -85,6 +85,24 @@ async def test_frame_limit_reader_skips_oversized_frames():
     assert seen == [5000, 300_000] and fr.skipped == 2
 
 
+async def test_frame_limit_reader_bounds_header_lines():
+    r = asyncio.StreamReader(limit=1024)
+    r.feed_data(b"A" * 5000 + b"\r\n" + frame(b'{"b": 2}'))
+    r.feed_eof()
+    fr = FrameLimitReader(r, 100, lambda n: None)
+    assert (await fr.readline()).startswith(b"X-Completer-Dropped")   # the long line, dropped
+    assert (await fr.readline()).startswith(b"Content-Length")
+
+
+def test_stdio_long_header_line_is_ignored(tmp_path):
+    c = RawClient(stderr_path=tmp_path / "stdio.log")
+    try:
+        c.send_bytes(b"X" * 100_000 + b"\r\n")
+        assert c.health()["ok"] is not None
+    finally:
+        c.close()
+
+
 # --- a real server ----------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ws_server(tmp_path_factory, tiny_pair):
