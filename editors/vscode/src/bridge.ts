@@ -1,0 +1,103 @@
+// The inline-completion bridge: VS Code's InlineCompletionItemProvider calls -> LSP 3.18
+// `textDocument/inlineCompletion` requests and back, with the request's latency recorded. No `vscode` import.
+
+export interface Position { line: number; character: number }
+export interface Range { start: Position; end: Position }
+
+/** LSP InlineCompletionTriggerKind. */
+export const TriggerKind = { Invoked: 1, Automatic: 2 } as const;
+
+export interface InlineCompletionParams {
+  textDocument: { uri: string };
+  position: Position;
+  context: { triggerKind: number; selectedCompletionInfo?: { range: Range; text: string } };
+}
+
+interface LspInlineItem {
+  insertText: string | { kind: 'snippet'; value: string };
+  filterText?: string;
+  range?: Range;
+  command?: unknown;
+}
+
+export type InlineResult = { items: LspInlineItem[] } | LspInlineItem[] | null | undefined;
+
+/** What the editor shows: text replacing `range` (an empty range at the cursor for plain ghost text). */
+export interface GhostItem { text: string; range: Range }
+
+export const REQUEST_CANCELLED = -32800;
+export const SERVER_CANCELLED = -32802;
+
+export function inlineParams(uri: string, position: Position, triggerKind: number,
+                             selected?: { range: Range; text: string }): InlineCompletionParams {
+  const context: InlineCompletionParams['context'] = { triggerKind };
+  if (selected) context.selectedCompletionInfo = selected;
+  return { textDocument: { uri }, position: { line: position.line, character: position.character }, context };
+}
+
+/** LSP result -> ghost items; items without text are dropped, a missing range means "at the cursor". */
+export function toGhostItems(result: InlineResult, cursor: Position): GhostItem[] {
+  const items = Array.isArray(result) ? result : (result?.items ?? []);
+  const out: GhostItem[] = [];
+  for (const it of items) {
+    const text = typeof it.insertText === 'string' ? it.insertText : it.insertText?.value;
+    if (!text) continue;
+    out.push({ text, range: it.range ?? { start: { ...cursor }, end: { ...cursor } } });
+  }
+  return out;
+}
+
+export interface CancelToken {
+  isCancellationRequested: boolean;
+}
+
+export type Send = (params: InlineCompletionParams, token: CancelToken) => Promise<InlineResult>;
+
+function isCancelled(e: unknown): boolean {
+  const code = (e as { code?: unknown })?.code;
+  return code === REQUEST_CANCELLED || code === SERVER_CANCELLED;
+}
+
+/** One provider call at a time per keystroke; counts and times what happens. */
+export class InlineBridge {
+  lastLatencyMs: number | null = null;
+  requests = 0;
+  cancelled = 0;
+  errors = 0;
+  lastError: string | null = null;
+
+  constructor(private readonly send: Send, private readonly now: () => number = () => performance.now(),
+              private readonly onUpdate: (b: InlineBridge) => void = () => {}) {}
+
+  /** Ghost items for the cursor; [] when cancelled (the user typed on) or on a server error. */
+  async provide(uri: string, cursor: Position, triggerKind: number, token: CancelToken): Promise<GhostItem[]> {
+    if (token.isCancellationRequested) return [];
+    this.requests++;
+    const started = this.now();
+    try {
+      const result = await this.send(inlineParams(uri, cursor, triggerKind), token);
+      if (token.isCancellationRequested) {
+        this.cancelled++;
+        return [];
+      }
+      this.lastLatencyMs = this.now() - started;
+      return toGhostItems(result, cursor);
+    } catch (e) {
+      if (isCancelled(e) || token.isCancellationRequested) {
+        this.cancelled++;
+        return [];
+      }
+      this.errors++;
+      this.lastError = e instanceof Error ? e.message : String(e);
+      return [];
+    } finally {
+      this.onUpdate(this);
+    }
+  }
+
+  /** Status-bar text. */
+  status(): string {
+    if (this.lastError && this.errors > 0 && this.lastLatencyMs === null) return '$(error) completer';
+    return this.lastLatencyMs === null ? '$(sparkle) completer' : `$(sparkle) ${Math.round(this.lastLatencyMs)} ms`;
+  }
+}

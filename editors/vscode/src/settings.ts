@@ -1,0 +1,121 @@
+// VS Code settings (`completer.*`) -> the server command and its initializationOptions (lsp/config.py's shape:
+// {"engine": {...EngineConfig fields...}, "maxTokens": N, "debounceMs": N}). No `vscode` import: unit-tested in node.
+
+export const SPECULATION = ['none', 'draft', 'ngram', 'draft+ngram'] as const;
+export const BACKENDS = ['torch', 'vllm'] as const;
+
+export interface CompleterSettings {
+  serverCommand: string[];
+  backend: (typeof BACKENDS)[number];
+  model: string;
+  draft: string | null;
+  speculation: (typeof SPECULATION)[number];
+  numSpeculativeTokens: number | 'adaptive';
+  device: string;
+  maxTokens: number;
+  debounceMs: number;
+  enable: boolean;
+}
+
+export const DEFAULTS: CompleterSettings = {
+  serverCommand: ['completer-lsp', '--stdio'],
+  backend: 'torch',
+  model: 'house:target',
+  draft: 'house:draft',
+  speculation: 'draft',
+  numSpeculativeTokens: 'adaptive',
+  device: 'auto',
+  maxTokens: 64,
+  debounceMs: 30,
+  enable: true,
+};
+
+export class SettingsError extends Error {}
+
+export interface EngineOptions {
+  backend: string;
+  model: string;
+  draft: string | null;
+  speculation: string;
+  num_speculative_tokens: number | 'adaptive';
+  device: string;
+}
+
+export interface InitOptions {
+  engine: EngineOptions;
+  maxTokens: number;
+  debounceMs: number;
+}
+
+/** Read and check every setting through `get` (VS Code's `getConfiguration('completer').get`). */
+export function readSettings(get: (key: string) => unknown): CompleterSettings {
+  const pick = <K extends keyof CompleterSettings>(key: K): CompleterSettings[K] => {
+    const v = get(key);
+    return (v === undefined ? DEFAULTS[key] : v) as CompleterSettings[K];
+  };
+  const s: CompleterSettings = {
+    serverCommand: pick('serverCommand'), backend: pick('backend'), model: pick('model'), draft: pick('draft'),
+    speculation: pick('speculation'), numSpeculativeTokens: pick('numSpeculativeTokens'), device: pick('device'),
+    maxTokens: pick('maxTokens'), debounceMs: pick('debounceMs'), enable: pick('enable'),
+  };
+  const bad = (key: string, why: string, v: unknown) => new SettingsError(`completer.${key}: ${why}, got ${JSON.stringify(v)}`);
+  if (typeof s.serverCommand === 'string') s.serverCommand = (s.serverCommand as string).trim().split(/\s+/);
+  if (!Array.isArray(s.serverCommand) || s.serverCommand.length === 0 ||
+      !s.serverCommand.every((x) => typeof x === 'string' && x !== '')) {
+    throw bad('serverCommand', 'expected a non-empty list of strings', s.serverCommand);
+  }
+  if (!BACKENDS.includes(s.backend)) throw bad('backend', `expected one of ${BACKENDS.join(', ')}`, s.backend);
+  if (typeof s.model !== 'string' || !s.model) throw bad('model', 'expected a model name', s.model);
+  if (s.draft === '') s.draft = null;
+  if (s.draft !== null && typeof s.draft !== 'string') throw bad('draft', 'expected a model name or null', s.draft);
+  if (!SPECULATION.includes(s.speculation)) {
+    throw bad('speculation', `expected one of ${SPECULATION.join(', ')}`, s.speculation);
+  }
+  if (s.speculation.includes('draft') && !s.draft) {
+    throw bad('draft', `speculation "${s.speculation}" needs a draft model`, s.draft);
+  }
+  const k = s.numSpeculativeTokens;
+  if (typeof k === 'string' && /^\d+$/.test(k)) s.numSpeculativeTokens = Number(k);
+  if (!(s.numSpeculativeTokens === 'adaptive' ||
+        (Number.isInteger(s.numSpeculativeTokens) && (s.numSpeculativeTokens as number) >= 1 &&
+         (s.numSpeculativeTokens as number) <= 32))) {
+    throw bad('numSpeculativeTokens', 'expected "adaptive" or an integer 1..32', k);
+  }
+  if (typeof s.device !== 'string' || !s.device) throw bad('device', 'expected auto, cpu, cuda or cuda:N', s.device);
+  if (!Number.isInteger(s.maxTokens) || s.maxTokens < 1 || s.maxTokens > 4096) {
+    throw bad('maxTokens', 'expected an integer 1..4096', s.maxTokens);
+  }
+  if (typeof s.debounceMs !== 'number' || !(s.debounceMs >= 0 && s.debounceMs <= 10000)) {
+    throw bad('debounceMs', 'expected a number 0..10000', s.debounceMs);
+  }
+  if (typeof s.enable !== 'boolean') throw bad('enable', 'expected true or false', s.enable);
+  return s;
+}
+
+/** The server's initializationOptions for these settings. */
+export function toInitOptions(s: CompleterSettings): InitOptions {
+  return {
+    engine: {
+      backend: s.backend,
+      model: s.model,
+      draft: s.draft,
+      speculation: s.speculation,
+      num_speculative_tokens: s.numSpeculativeTokens,
+      device: s.device,
+    },
+    maxTokens: s.maxTokens,
+    debounceMs: s.debounceMs,
+  };
+}
+
+/** How to start the server: executable and arguments (stdio is added when the command names no transport). */
+export function serverCommand(s: CompleterSettings): { command: string; args: string[] } {
+  const [command, ...args] = s.serverCommand;
+  if (!args.some((a) => a === '--stdio' || a === '--tcp' || a === '--ws')) args.push('--stdio');
+  return { command, args };
+}
+
+/** Whether a settings change needs a new server process (else didChangeConfiguration is enough). */
+export function needsRestart(before: CompleterSettings, after: CompleterSettings): boolean {
+  return JSON.stringify(before.serverCommand) !== JSON.stringify(after.serverCommand);
+}

@@ -1,0 +1,47 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { InlineBridge, inlineParams, InlineCompletionParams, toGhostItems, TriggerKind } from '../src/bridge';
+
+const at = (line: number, character: number) => ({ line, character });
+
+test('params are LSP 3.18 InlineCompletionParams', () => {
+  assert.deepEqual(inlineParams('file:///a.py', at(3, 7), TriggerKind.Automatic), {
+    textDocument: { uri: 'file:///a.py' }, position: { line: 3, character: 7 }, context: { triggerKind: 2 },
+  });
+});
+
+test('results: list or array, snippet values, missing ranges, empty items dropped', () => {
+  const r = { start: at(1, 0), end: at(1, 4) };
+  assert.deepEqual(toGhostItems({ items: [{ insertText: 'abc' }] }, at(2, 5)),
+                   [{ text: 'abc', range: { start: at(2, 5), end: at(2, 5) } }]);
+  assert.deepEqual(toGhostItems([{ insertText: { kind: 'snippet', value: 'x()' }, range: r }, { insertText: '' }], at(1, 4)),
+                   [{ text: 'x()', range: r }]);
+  assert.deepEqual(toGhostItems(null, at(0, 0)), []);
+  assert.deepEqual(toGhostItems({ items: [] }, at(0, 0)), []);
+});
+
+test('latency is the time of the request; cancellation and errors give no items', async () => {
+  let t = 1000;
+  const seen: InlineCompletionParams[] = [];
+  const answers: Array<() => Promise<unknown>> = [
+    async () => { t += 42; return { items: [{ insertText: 'return 1' }] }; },
+    async () => { throw Object.assign(new Error('superseded'), { code: -32800 }); },
+    async () => { throw Object.assign(new Error('engine failed'), { code: -32803 }); },
+  ];
+  const updates: string[] = [];
+  const b = new InlineBridge(async (p) => { seen.push(p); return (await answers.shift()!()) as never; }, () => t,
+                             (x) => updates.push(x.status()));
+  const token = { isCancellationRequested: false };
+  assert.deepEqual(await b.provide('file:///a', at(0, 3), 2, token), [{ text: 'return 1', range: { start: at(0, 3), end: at(0, 3) } }]);
+  assert.equal(b.lastLatencyMs, 42);
+  assert.deepEqual(await b.provide('file:///a', at(0, 4), 2, token), []);
+  assert.equal(b.cancelled, 1);
+  assert.deepEqual(await b.provide('file:///a', at(0, 5), 2, token), []);
+  assert.equal(b.errors, 1);
+  assert.equal(b.lastError, 'engine failed');
+  assert.equal(seen.length, 3);
+  assert.deepEqual(updates, ['$(sparkle) 42 ms', '$(sparkle) 42 ms', '$(sparkle) 42 ms']);
+  // Already cancelled: nothing is sent.
+  assert.deepEqual(await b.provide('file:///a', at(0, 5), 2, { isCancellationRequested: true }), []);
+  assert.equal(seen.length, 3);
+});
