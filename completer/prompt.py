@@ -76,8 +76,9 @@ def _special_tokens(folder: Path) -> set[str]:
 def template_for_model(model_folder) -> str:
     """Guess the FIM template of a checkpoint folder from config.json and its tokenizer's special tokens.
 
-    Our house models (``completer/models/house/*``, or a config with ``"completer_house": true``) use ``house``
-    (SPM); other Qwen-token models use ``qwen``. Raises ValueError when the folder shows no known FIM tokens.
+    Our house models (``completer/models/house/*``, a config with ``"completer_house": true``, or any Llama-type
+    model with Qwen's FIM token names, which is what ``completer train`` writes) use ``house`` (SPM); Qwen2 models
+    use ``qwen``. Raises ValueError when the folder shows no known FIM tokens.
     """
     folder = Path(model_folder)
     config: dict = {}
@@ -94,6 +95,8 @@ def template_for_model(model_folder) -> str:
         is_house = False
     if is_house or config.get("completer_house"):
         return "house"
+    if "<|fim_prefix|>" in tokens and str(config.get("model_type", "")).lower() == "llama":
+        return "house"          # Qwen's FIM token names on a Llama model: ours, trained or copied elsewhere
     if "<|fim_prefix|>" in tokens:
         return "qwen"
     if "<fim_prefix>" in tokens:

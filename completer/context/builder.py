@@ -117,8 +117,8 @@ def _earliest_fit(before: str, budget: int, count, lines: Lines, step: int, lo_l
 def _prefix_window(before: str, budget: int, count: Callable[[str], int], lines: Lines) -> int:
     """The character index where the prefix window starts: the earliest line that is a multiple of ANCHOR_STEP
     whose text up to the cursor fits in ``budget`` tokens; when even the nearest such line does not fit, the same
-    with finer steps (4, then 1 line) after it; inside a giant cursor line, a multiple of 256 characters from the
-    line start. The start only moves when the prefix outgrows the budget, and then by whole steps."""
+    with finer steps (4, then 1 line) after it; inside a giant cursor line, a multiple of 64 characters from the
+    line start (then fewer characters until it fits). The start only moves when the prefix outgrows the budget, and then by whole steps."""
     lo_line = 0
     for step in (ANCHOR_STEP, 4, 1):
         line = _earliest_fit(before, budget, count, lines, step, lo_line)
@@ -126,10 +126,12 @@ def _prefix_window(before: str, budget: int, count: Callable[[str], int], lines:
             return lines.start(line)
         lo_line = lines.cur // step * step
     ls = lines.start(lines.cur)
-    keep = max(16, budget * 2)
-    if len(before) - ls <= keep:
-        return ls
-    return ls + ((len(before) - ls - keep) // 256 + 1) * 256
+    keep = max(16, budget * 3)
+    while True:  # a giant line: keep its end, starting at a multiple of 64 characters from the line start
+        start = ls + max(0, -(-(len(before) - ls - keep) // 64) * 64)
+        if keep <= 16 or count(before[start:]) <= budget:
+            return start
+        keep //= 2
 
 
 def _render(sections: list[tuple[str, list[str]]], comment: str) -> str:

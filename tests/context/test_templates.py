@@ -38,8 +38,9 @@ def _folder(tmp_path, tokens, config=None):
 
 
 def test_template_guessing(tmp_path):
-    assert template_for_model(_folder(tmp_path / "a", ["<|fim_prefix|>", "<|endoftext|>"], {"model_type": "qwen2"})
-                              if (tmp_path / "a").mkdir() is None else None) == "qwen"
+    (tmp_path / "a").mkdir()
+    assert template_for_model(_folder(tmp_path / "a", ["<|fim_prefix|>", "<|endoftext|>"],
+                                      {"model_type": "qwen2"})) == "qwen"
     (tmp_path / "b").mkdir()
     assert template_for_model(_folder(tmp_path / "b", ["<fim_prefix>", "<fim_suffix>"])) == "starcoder"
     (tmp_path / "c").mkdir()
@@ -48,6 +49,8 @@ def test_template_guessing(tmp_path):
     assert template_for_model(_folder(tmp_path / "d", ["<PRE>", "<SUF>", "<MID>"])) == "codellama"
     (tmp_path / "e").mkdir()
     assert template_for_model(_folder(tmp_path / "e", ["<|fim_prefix|>"], {"completer_house": True})) == "house"
+    (tmp_path / "g").mkdir()
+    assert template_for_model(_folder(tmp_path / "g", ["<|fim_prefix|>"], {"model_type": "llama"})) == "house"
     (tmp_path / "f").mkdir()
     with pytest.raises(ValueError, match="cannot tell the FIM template"):
         template_for_model(_folder(tmp_path / "f", ["<s>"]))
