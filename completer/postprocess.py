@@ -5,7 +5,9 @@
 - line mode: one line; block mode: cut at the first line that dedents below the block (for brace languages the
   closing brace is kept only when the suffix does not already close the block), keep the block's indentation
   (a body the model wrote flush left is shifted to it);
-- strip trailing whitespace and blank lines; return "" when nothing useful is left.
+- strip trailing whitespace and blank lines; return "" when nothing useful is left;
+- a multi-line block typed between brackets (``{|}``) ends with a newline and the header's indentation, so the
+  closing bracket already after the cursor lands on its own line.
 """
 
 from __future__ import annotations
@@ -129,4 +131,6 @@ def postprocess(completion: str, plan: PromptPlan) -> str:
     while out and not out[-1].strip():
         out.pop()
     text = "\n".join(out).rstrip()
+    if "\n" in text and rest.strip()[:1] in (")", "]", "}"):
+        text += "\n" + plan.outer_indent          # the closer after the cursor goes to its own line: `{|}`
     return text if text.strip() else ""

@@ -56,6 +56,7 @@ class PromptPlan:
     snippets: tuple[str, ...] = ()  # the context items included, highest priority first (for debugging/tests)
     block_closed: bool = True   # brace languages: the suffix already closes the block the completion is in
     template: str = "house"
+    outer_indent: str = ""      # block mode: indentation of the block's header line (where its closer goes)
     prompt_tokens: int = 0      # count_tokens(prompt)
 
 

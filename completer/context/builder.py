@@ -35,7 +35,7 @@ def _clamp(offset, n: int) -> int:
     return max(0, min(n, offset))
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)
 def _definitions(text: str, language: str) -> tuple[Item, ...]:
     """Top definitions of another open document (cached by content: unchanged documents cost nothing)."""
     try:
@@ -165,7 +165,13 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
     mode = choose_mode(text, offset, language, empty_body=bool(ol and ol.empty_body))
 
     def count(s: str) -> int:
-        return int(count_tokens(s)) if s else 0
+        if not s:
+            return 0
+        try:
+            return int(count_tokens(s))
+        except Exception as e:  # a tokenizer that chokes on odd text must not cost the completion
+            log.warning("count_tokens failed (%s: %s); estimating 3 characters a token", type(e).__name__, e)
+            return len(s) // 3 + 1
 
     overhead = count(fim_prompt("", "", template))
     budget = max(16, int(budget_tokens) - overhead)
@@ -262,13 +268,14 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
         new_tokens = max(1, min(int(max_tokens), LINE_MODE_MAX_TOKENS))
     else:
         stop = ("\n\n\n",) + ends
-        outer = mode.indent[: -1] if mode.indent.endswith("\t") else mode.indent[: max(0, len(mode.indent) - 4)]
-        if language in INDENTED and mode.indent:
-            stop += tuple(f"\n{outer}{kw}" for kw in ("def ", "class ", "@")) if not outer else ()
-        elif language != "text" and mode.block_closed and len(mode.indent) > len(outer):
-            stop += (f"\n{outer}}}",)
+        outer = mode.outer
+        if language in INDENTED:             # the next definition at the header's level ends the block
+            stop += tuple(f"\n{outer}{kw}" for kw in ("def ", "class ", "@"))
+        elif language != "text" and mode.block_closed:
+            stop += (f"\n{outer}}}",)       # the closing brace the editor already has
         new_tokens = max(1, int(max_tokens))
     return PromptPlan(prompt=prompt, prefix=prefix, suffix=suffix, mode=mode.mode, stop=stop, indent=mode.indent,
                       language=language, max_tokens=new_tokens, context=context,
                       snippets=tuple(c[3] for c in sorted(chosen, key=lambda c: c[0])),
-                      block_closed=mode.block_closed, template=template, prompt_tokens=count(prompt))
+                      block_closed=mode.block_closed, template=template, prompt_tokens=count(prompt),
+                      outer_indent=mode.outer)

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from .languages import INDENTED
 
 _CLOSERS_ONLY = re.compile(r"^[\s)\]}>;,]*$")
+# a Python line whose ":" opens a block (not a slice, dict entry, annotation or lambda)
+_PY_BLOCK = re.compile(r"^\s*(@.*\n\s*)?(async\s+)?(def|class|if|elif|else|for|while|try|except|finally|with|match|"
+                       r"case)\b")
 BLOCK_TYPES = {"block", "statement_block", "compound_statement", "declaration_list", "field_declaration_list",
                "class_body", "enumerator_list", "interface_body", "object_type", "enum_body", "match_block",
                "field_declaration_list", "struct_type"}
@@ -25,6 +28,7 @@ class Mode:
     mode: str          # "line" | "block"
     indent: str        # indentation of the block the completion goes into
     block_closed: bool # brace languages: the suffix already closes the block (so the completion must not)
+    outer: str = ""    # indentation of the block's header line
 
 
 def _indent(line: str) -> str:
@@ -82,10 +86,11 @@ def choose_mode(text: str, offset: int, language: str, empty_body: bool = False)
 
     code = before.strip()
     if code:
-        if code.endswith(opener) and _CLOSERS_ONLY.match(rest):
-            return Mode("block", line_indent + unit, closed_after(line_indent))
+        opens = code.endswith(opener) and (language not in INDENTED or _PY_BLOCK.match(code))
+        if opens and _CLOSERS_ONLY.match(rest):
+            return Mode("block", line_indent + unit, closed_after(line_indent), line_indent)
         if language not in INDENTED and language != "text" and code.endswith("=>") and not rest.strip():
-            return Mode("block", line_indent + unit, closed_after(line_indent))
+            return Mode("block", line_indent + unit, closed_after(line_indent), line_indent)
         return Mode("line", line_indent, True)
     # nothing but indentation before the cursor
     prev = text[:line_start].rstrip("\n")
@@ -98,7 +103,9 @@ def choose_mode(text: str, offset: int, language: str, empty_body: bool = False)
         prev = prev[:cut].rstrip("\n")
     prev_indent = _indent(prev_line)
     if not rest.strip() or _CLOSERS_ONLY.match(rest):
-        if prev_line.rstrip().endswith(opener) or empty_body:
+        prev_opens = prev_line.rstrip().endswith(opener) and (language not in INDENTED
+                                                              or _PY_BLOCK.match(prev_line))
+        if prev_opens or empty_body:
             indent = before if len(before.expandtabs(4)) > len(prev_indent.expandtabs(4)) else prev_indent + unit
-            return Mode("block", indent, closed_after(prev_indent))
+            return Mode("block", indent, closed_after(prev_indent), prev_indent)
     return Mode("line", before if not rest.strip() else line_indent, True)

@@ -29,6 +29,10 @@ CASES = [
     ("c", "int main(void) {\n    |\n}\n", "block", "    "),
     ("cpp", "struct S {|};\n", "block", "    "),
     ("plaintext", "hello wor|", "line", ""),
+    ("python", "x = a[1:|]\n", "line", ""),                              # a slice, not a block
+    ("python", "d = {'a':|}\n", "line", ""),
+    ("python", "    else:|\n", "block", "        "),
+    ("python", "@app.route('/')\nasync def index(request):|\n", "block", "    "),
 ]
 
 
@@ -41,6 +45,15 @@ def test_mode_table(language_id, src, mode, indent, count_tokens):
         assert "\n" in plan.stop and plan.max_tokens <= 48
     else:
         assert "\n" not in plan.stop and plan.max_tokens == 64
+
+
+def test_block_stop_strings(count_tokens):
+    text, off = at_cursor("class A:\n    def f(self):|\n")
+    plan = build_prompt(SourceFile("file:///a.py", "python", text), off, count_tokens=count_tokens)
+    assert "\n    def " in plan.stop and "\n\n\n" in plan.stop
+    text, off = at_cursor("void f() {\n    if (x) {|}\n}\n")
+    plan = build_prompt(SourceFile("file:///a.c", "c", text), off, count_tokens=count_tokens)
+    assert "\n    }" in plan.stop
 
 
 def test_block_closed_flag_follows_the_suffix(count_tokens):

@@ -25,10 +25,12 @@ CASES = [
     ("python", "def f(x):|\n", "\nreturn x", "\n    return x"),           # flush-left body re-indented
     ("python", "def f(x):\n    |\n    return y\n", "y = x + 1\n    return y\n", "y = x + 1"),  # suffix lines
     ("python", "def f(x):|\n", "\n    return x\n\n\n   \n", "\n    return x"),  # trailing blank lines
-    ("javascript", "function f(x) {|}\n", "\n  return x;\n}", "\n  return x;"),  # closer already there
+    ("javascript", "function f(x) {|}\n", "\n  return x;\n}", "\n  return x;\n"),  # closer already there
+    ("c", "void f() {\n    if (x) {|}\n}\n", "\n        g();\n    }", "\n        g();\n    "),
     ("javascript", "function f(x) {|\n", "\n  return x;\n}\nfoo();", "\n  return x;\n}"),  # closer needed
     ("go", "package m\n\nfunc F() {\n\t|\n}\n", "return\n}\n", "return"),
-    ("rust", "fn f() -> u32 {|}\n", "\n    1 + 2\n}\n\nfn g() {}", "\n    1 + 2"),
+    ("rust", "fn f() -> u32 {|}\n", "\n    1 + 2\n}\n\nfn g() {}", "\n    1 + 2\n"),
+    ("rust", "fn f() -> u32 {|}\n", " 1 + 2 }", " 1 + 2"),                   # one line: stays on it
     ("python", "x = (|)\n", "<|endoftext|>", ""),
     ("python", "x = foo(|)\n", "1)<|endoftext|>junk", "1"),
 ]

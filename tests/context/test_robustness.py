@@ -58,3 +58,13 @@ def test_non_string_text_and_others(count_tokens):
     plan = build_prompt(SourceFile("file:///x.py", "python", None), 0, count_tokens=count_tokens,  # type: ignore
                         others=[SourceFile("file:///y.py", "python", None)])                         # type: ignore
     assert plan.prefix == "" and plan.suffix == ""
+
+
+def test_failing_token_counter_falls_back_to_an_estimate():
+    def bad(s):
+        if "\x00" in s:
+            raise RuntimeError("tokenizer exploded")
+        return len(s) // 4
+
+    plan = build_prompt(SourceFile("file:///a.py", "python", "x = 1\x00\ny = "), 11, count_tokens=bad)
+    assert plan.prefix.endswith("y = ") and plan.prompt_tokens > 0
