@@ -40,7 +40,8 @@ class Event:
     cursor: dict | None = None      # optional {"line", "character"} after the edit (default: end of inserted text)
 
     def to_json(self) -> dict:
-        d: dict[str, Any] = {"t_ms": round(self.t_ms, 1), "uri": self.uri}
+        t = round(self.t_ms, 1)
+        d: dict[str, Any] = {"t_ms": int(t) if t == int(t) else t, "uri": self.uri}
         for k in ("edit", "accept", "reject", "open", "cursor"):
             v = getattr(self, k)
             if v is not None:

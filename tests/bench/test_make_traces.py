@@ -1,0 +1,62 @@
+import random
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from bench import make_traces as mt
+from bench import trace as tr
+
+TRACES = Path(__file__).resolve().parents[2] / "bench" / "traces"
+SOURCE = (Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py").read_text()
+
+
+def _make(seed: int, chars: int = 120) -> tr.Trace:
+    return mt.make_trace("textwrap.py", SOURCE, "python", random.Random(seed), chars, {"seed": seed})
+
+
+def test_seeded_determinism():
+    assert tr.dumps(_make(5)) == tr.dumps(_make(5))
+    assert tr.dumps(_make(5)) != tr.dumps(_make(6))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_final_text_equals_the_file(seed):
+    t = _make(seed)
+    assert tr.final_text(t) == SOURCE
+    assert len(t.header.text) == len(SOURCE) - t.header.meta["typed_chars"]
+    times = [e.t_ms for e in t.events]
+    assert times == sorted(times)
+
+
+def test_typos_are_corrected_with_backspace(monkeypatch):
+    monkeypatch.setattr(mt, "TYPO_P", 0.5)
+    t = _make(1, chars=200)
+    backspaces = [e for e in t.events if e.edit is not None and e.edit["text"] == "" and "range" in e.edit]
+    assert len(backspaces) >= 5
+    assert tr.final_text(t) == SOURCE        # every typo was corrected
+
+
+def test_human_pace_and_pauses():
+    t = _make(2, chars=300)
+    keys = [e for e in t.events if e.edit is not None]
+    gaps = [b.t_ms - a.t_ms for a, b in zip(keys, keys[1:])]
+    median = sorted(gaps)[len(gaps) // 2]
+    assert 60 < median < 800                        # a human, not a machine gun
+    after_newline = [b.t_ms - a.t_ms for a, b in zip(keys, keys[1:]) if a.edit["text"].startswith("\n")]
+    assert after_newline and min(after_newline) > median   # a longer pause at each line end
+    accepts = [e for e in t.events if e.accept is not None]
+    assert accepts and all(e.accept["intended"] for e in accepts)
+
+
+def test_checked_in_traces_load_and_restore_their_span():
+    files = sorted(TRACES.glob("*.jsonl"))
+    assert len(files) >= 3 and {tr.load(f).header.language_id for f in files} >= {"python", "javascript"}
+    for f in files:
+        t = tr.load(f)
+        start, end = t.header.meta["span"]
+        final = tr.final_text(t)
+        assert final[:start] == t.header.text[:start] and final[end:] == t.header.text[start:]
+        src = Path(t.header.meta["source"].removeprefix("held-out split: "))
+        if src.is_file():                           # the JS/C sources exist on this machine
+            assert final == src.read_text()

@@ -1,0 +1,88 @@
+"""A tiny real replay: the real server process over stdio (and websockets), a few keystrokes, a tiny engine."""
+
+import argparse
+import asyncio
+import sys
+
+import pytest
+
+from bench import replay
+from bench import trace as tr
+from bench.lspclient import Server
+
+URI = "file:///bench/t.py"
+TEXT = "def add(a, b):\n    \n\nprint(add(1, 2))\n"
+
+
+def _args(transport="stdio"):
+    cmd = f"{sys.executable} -m lsp.server --ws 127.0.0.1:0 --allow-client-models" if transport == "ws" else None
+    return argparse.Namespace(transport=transport, server_cmd=cmd, connect=None, speed=1.0)
+
+
+def _trace(typed: str, accept_after: int | None = None, intended: str = "", gap: float = 250.0) -> tr.Trace:
+    text, cur, t, events = TEXT, TEXT.index("\n    ") + 5, 100.0, []
+    for i, ch in enumerate(typed):
+        e = tr.insert_edit(text, cur, ch)
+        text, cur = tr.apply_edit(text, e)
+        events.append(tr.Event(t, URI, edit=e))
+        t += gap
+        if accept_after is not None and i + 1 == accept_after:
+            events.append(tr.Event(t - gap + 1200, URI, accept={"intended": intended}))
+            t += 1500
+    return tr.Trace(tr.Header(URI, "python", TEXT), events)
+
+
+async def _run(options, trace, transport="stdio"):
+    return await replay.run_config("t", options, [("t", trace)], _args(transport), None)
+
+
+def _options(engine, **kw):
+    return replay.merge({"maxTokens": 8, "debounceMs": 0}, {"engine": engine, **kw})
+
+
+async def test_replay_counts_every_keystroke_and_reads_engine_counters(tiny_engine):
+    res = await _run(_options(tiny_engine), _trace("return"))
+    t = res["traces"][0]
+    recs = t["records"]
+    assert [r["kind"] for r in recs] == ["key"] * 6
+    assert all(r["status"] in ("shown", "empty", "stale", "cancelled") for r in recs)
+    assert recs[-1]["status"] in ("shown", "empty")              # the last one has no newer edit
+    assert res["server"]["requests_received"] == 6
+    assert res["engine"]["requests_started"] >= 1
+    assert t["final_equals_trace"]
+    from bench import report
+    s = report.summarize(res, 500)
+    assert s["keystrokes"] == 6
+
+
+async def test_accepting_ghost_text_skips_the_keys_that_typed_it(tiny_engine):
+    opts = _options(tiny_engine, typeThroughCache=False)
+    first = await _run(opts, _trace("ret", accept_after=3, intended=""))
+    ghost = first["traces"][0]["records"][-1]["ghost"]
+    if not ghost or not ghost.strip():
+        pytest.skip(f"the tiny random model showed no ghost text here ({ghost!r})")
+    # the same keystrokes, then the user wants exactly what was shown and types it (the replay should accept)
+    second = await _run(opts, _trace("ret" + ghost + "#", accept_after=3, intended=ghost + "#"))
+    t = second["traces"][0]
+    assert t["accepted"] == 1 and t["chars_saved"] == len(ghost)
+    kinds = [r["kind"] for r in t["records"]]
+    assert kinds == ["key"] * 3 + ["accept", "key"]              # the keys typing the ghost text were skipped
+    assert t["final_equals_trace"]
+
+
+async def test_no_cancel_runs_every_request_to_the_end(tiny_engine):
+    res = await _run(_options(tiny_engine, cancelStaleRequests=False), _trace("pass", gap=20))
+    assert res["engine"]["requests_aborted"] == 0
+    assert res["server"]["engine_requests"] == 4
+    assert res["engine"].get("wasted_tokens", 0) == 0
+
+
+async def test_websocket_transport(tiny_engine):
+    res = await _run(_options(tiny_engine), _trace("ab"), transport="ws")
+    assert [r["kind"] for r in res["traces"][0]["records"]] == ["key", "key"]
+    assert res["server"]["requests_received"] == 2
+
+
+def test_cli_rejects_unknown_configuration(capsys):
+    with pytest.raises(SystemExit, match="unknown configuration"):
+        asyncio.run(replay.amain(replay.build_parser().parse_args(["--configs", "bogus"])))

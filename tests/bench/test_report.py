@@ -1,0 +1,60 @@
+import json
+
+import pytest
+
+from bench import report
+
+
+def test_percentile_linear_interpolation():
+    assert report.percentile([], 50) is None
+    assert report.percentile([7], 99) == 7
+    assert report.percentile([1, 2, 3, 4], 50) == pytest.approx(2.5)
+    assert report.percentile(list(range(101)), 95) == pytest.approx(95)
+    assert report.percentile([10, 0, 20], 100) == 20
+
+
+def _rec(kind, status, latency=None, gap=100.0):
+    return {"kind": kind, "status": status, "latency_ms": latency, "gap_ms": gap}
+
+
+CFG = {
+    "name": "x",
+    "traces": [{"records": [_rec("key", "shown", 50, gap=600), _rec("key", "shown", 150, gap=700),
+                            _rec("key", "stale", gap=100), _rec("key", "empty", gap=900),
+                            _rec("accept", "shown", 10, gap=50), _rec("key", "cancelled", gap=100)],
+                "accept_points": 3, "accepted": 1, "chars_saved": 6, "chars_typed": 24, "duration_s": 2.0}],
+    "engine": {"generated_tokens": 40, "wasted_tokens": 10, "draft_tokens": 20, "accepted_tokens": 15,
+               "prompt_tokens": 100, "cached_prompt_tokens": 80, "requests_aborted": 2},
+    "server": {"engine_requests": 3, "served_from_cache": 2},
+}
+
+
+def test_summary_math_on_fixed_records():
+    s = report.summarize(CFG, pause_ms=500)
+    assert s["keystrokes"] == 5 and s["edits_sent"] == 6 and s["shown"] == 3
+    assert s["latency_ms"]["p50"] == pytest.approx(50)
+    assert s["latency_ms"]["p95"] == pytest.approx(140)          # 50 + 0.9 * (150 - 50)
+    assert s["pauses"] == 3                                    # keys with gap >= 500 ms
+    assert s["pauses_ghost_within_100ms"] == pytest.approx(1 / 3)
+    assert s["pauses_ghost_within_200ms"] == pytest.approx(2 / 3)
+    assert s["engine_requests_per_keystroke"] == pytest.approx(0.5)
+    assert s["wasted_share"] == pytest.approx(0.25)
+    assert s["acceptance_rate"] == pytest.approx(0.75)
+    assert s["cached_prompt_share"] == pytest.approx(0.8)
+    assert s["chars_saved"] == 6 and s["chars_saved_share"] == pytest.approx(0.25)
+    assert s["status"] == {"shown": 3, "stale": 1, "empty": 1, "cancelled": 1}
+
+
+def test_write_json_markdown_and_plot(tmp_path):
+    raw = {"date": "2026-01-01T00:00:00+00:00", "machine": {"cpu": "Test CPU", "cores": 2, "platform": "p",
+                                                             "python": "3"},
+           "command": "python -m bench.replay", "transport": "stdio", "speed": 1.0, "pause_ms": 500.0,
+           "traces": [{"name": "t", "keystrokes": 5, "duration_s": 2.0, "language": "python", "source": "s"}],
+           "configs": [{**CFG, "options": {"engine": {"speculation": "none"}}}]}
+    paths = report.write(raw, tmp_path, "r")
+    md = paths["md"].read_text()
+    assert "Test CPU, 2 cores" in md and "python -m bench.replay" in md
+    assert "| x | 3/6 | 50 | 140 | 148 |" in md
+    data = json.loads(paths["json"].read_text())
+    assert data["configs"][0]["acceptance_rate"] == pytest.approx(0.75)
+    assert paths["png"].stat().st_size > 1000
