@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     exact = 0
     agree_runs: list[np.ndarray] = []
     for prefix, line, suffix in tqdm(tasks, desc="next-line + acceptance"):
-        ids = ([sp[FIM_SUFFIX]] + tok.encode(suffix).ids + [sp[FIM_PREFIX]] + tok.encode(prefix).ids
-               + [sp[FIM_MIDDLE]])
+        suf, pre = tok.encode(suffix).ids[:400], tok.encode(prefix).ids[-1200:]   # fit the 2048 positions
+        ids = [sp[FIM_SUFFIX]] + suf + [sp[FIM_PREFIX]] + pre + [sp[FIM_MIDDLE]]
         got = greedy(target, ids, 48, {eos}, lambda s: "\n" in s, tok, device)
         exact += tok.decode(got).split("\n")[0].rstrip() == line.rstrip("\n").rstrip()
         cont = greedy(target, ids, 32, {eos}, lambda s: False, tok, device)

@@ -1,4 +1,4 @@
-"""Train the house pair: tokenizer, a Llama target (~11M parameters) and a draft (~1.8M), both fill-in-the-middle.
+"""Train the house pair: tokenizer, a Llama target (~10.5M parameters) and a draft (~1.8M), both fill-in-the-middle.
 
     completer train --preset cpu            # anyone, 2 CPU cores, ~30 minutes
     completer train --preset h200 --minutes 6 --out completer/models/house   # how the shipped pair was made
@@ -29,7 +29,7 @@ from .fim import encode_samples, pack
 from .llama import LlamaForCausalLM, ModelConfig
 from .tokenizer import EOS, SPECIAL_TOKENS, load_tokenizer, save_tokenizer, train_tokenizer
 
-TARGET = ModelConfig(vocab_size=8192, hidden_size=320, intermediate_size=896, num_hidden_layers=8,
+TARGET = ModelConfig(vocab_size=8192, hidden_size=320, intermediate_size=768, num_hidden_layers=8,
                      num_attention_heads=5, num_key_value_heads=1, max_position_embeddings=2048, rope_theta=10000.0)
 DRAFT = ModelConfig(vocab_size=8192, hidden_size=128, intermediate_size=384, num_hidden_layers=4,
                     num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048, rope_theta=10000.0)
@@ -49,7 +49,7 @@ class Preset:
 
 
 PRESETS = {
-    "h200": Preset(minutes=6, batch=64, seq_len=1024, corpus_mb=300, tokenizer_mb=40),
+    "h200": Preset(minutes=6, batch=64, seq_len=1024, corpus_mb=120, tokenizer_mb=25),
     "cpu": Preset(minutes=30, batch=8, seq_len=256, corpus_mb=30, tokenizer_mb=10),
     "tiny": Preset(minutes=0.5, batch=4, seq_len=128, corpus_mb=2, tokenizer_mb=1, scale=0.25),
 }
@@ -90,8 +90,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokenizer", help="reuse the tokenizer.json in this folder instead of training one")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--corpus-mb", type=float, help="MB of train-split text to encode (default: the preset's)")
+    ap.add_argument("--batch", type=int, help="sequences per step (default: the preset's)")
+    ap.add_argument("--max-steps", type=int, help="stop after this many steps (smoke tests)")
+    ap.add_argument("--total-minutes", type=float,
+                    help="hard wall-clock budget for the whole command (data preparation included); training "
+                         "stops early so the checkpoints are written inside it")
     args = ap.parse_args(argv)
     p = PRESETS[args.preset]
+    p = replace(p, corpus_mb=args.corpus_mb or p.corpus_mb, batch=args.batch or p.batch)
     minutes = args.minutes if args.minutes is not None else p.minutes
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
@@ -113,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     random.Random(args.seed).shuffle(texts)
     stream = encode_samples(texts, tok, seed=args.seed)
     data = torch.from_numpy(pack(stream, p.seq_len).astype(np.int64))
+    if len(data) == 0:
+        raise SystemExit(f"corpus too small: {len(stream)} tokens do not fill one {p.seq_len}-token window")
     print(f"{len(texts)} files, {len(stream) / 1e6:.1f}M tokens, {len(data)} windows of {p.seq_len} "
           f"({time.time() - t0:.0f}s)", flush=True)
 
@@ -125,17 +134,24 @@ def main(argv: list[str] | None = None) -> int:
     opt_d = torch.optim.AdamW(draft.parameters(), lr=p.draft_lr, betas=(0.9, 0.95), weight_decay=0.1, fused=fused)
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
     gen = torch.Generator().manual_seed(args.seed)
+    if device.type == "cuda":
+        data = data.to(device)
+        torch.backends.cuda.matmul.allow_tf32 = True
     budget = minutes * 60
+    if args.total_minutes is not None:  # leave ~20 s for saving
+        budget = max(1.0, min(budget, args.total_minutes * 60 - (time.time() - t0) - 20))
     start = time.time()
     step = tokens = 0
     bar = tqdm(total=int(budget), unit="s", desc="train", bar_format="{l_bar}{bar}| {n}/{total}s {postfix}")
-    ema_t = ema_d = None
-    while (elapsed := time.time() - start) < budget:
+    ema_t = ema_d = first_t = None
+    win_t = win_d = torch.zeros((), device=device)
+    win_n = 0
+    while (elapsed := time.time() - start) < budget and (args.max_steps is None or step < args.max_steps):
         frac = elapsed / budget
         for opt, base in ((opt_t, p.lr), (opt_d, p.draft_lr)):
             for g in opt.param_groups:
                 g["lr"] = lr_at(frac, base)
-        idx = torch.randint(len(data), (p.batch,), generator=gen)
+        idx = torch.randint(len(data), (p.batch,), generator=gen).to(data.device)
         w = data[idx].to(device, non_blocking=True)
         x, y = w[:, :-1], w[:, 1:]
         with amp:
@@ -154,12 +170,18 @@ def main(argv: list[str] | None = None) -> int:
             opt.step()
         step += 1
         tokens += x.numel()
-        if step % 10 == 0:
-            lt_v, ld_v = loss_t.item(), ce_d.item()
-            ema_t = lt_v if ema_t is None else 0.9 * ema_t + 0.1 * lt_v
-            ema_d = ld_v if ema_d is None else 0.9 * ema_d + 0.1 * ld_v
+        win_t, win_d = win_t + loss_t.detach(), win_d + ce_d.detach()
+        win_n += 1
+        if step % 10 == 0 or step == 1:
+            ema_t, ema_d = (win_t / win_n).item(), (win_d / win_n).item()   # mean over the last window
+            win_t = win_d = torch.zeros((), device=device)
+            win_n = 0
+            if first_t is None:
+                first_t = ema_t
             bar.n = int(time.time() - start)
             bar.set_postfix_str(f"step {step} loss target {ema_t:.3f} draft {ema_d:.3f} tok {tokens / 1e6:.0f}M")
+    if win_n:
+        ema_t, ema_d = (win_t / win_n).item(), (win_d / win_n).item()
     bar.n = int(budget)
     bar.close()
     target.eval(), draft.eval()
@@ -168,10 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         "preset": args.preset, "preset_values": asdict(p), "minutes": minutes, "seed": args.seed,
         "device": torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor() or "cpu",
         "torch": torch.__version__, "steps": step, "tokens_seen": tokens, "train_tokens": int(len(stream)),
-        "train_files": len(texts), "final_loss_target": ema_t, "final_loss_draft_ce": ema_d,
+        "train_files": len(texts), "loss_first_target": first_t, "final_loss_target": ema_t, "final_loss_draft_ce": ema_d,
         "params_target": sum(q.numel() for q in target.parameters()),
         "params_draft": sum(q.numel() for q in draft.parameters()),
-        "seconds_total": time.time() - t0,
+        "seconds_total": time.time() - t0, "seconds_training": time.time() - start,
     }
     save_pair(out, target, draft, tok, meta)
     print(json.dumps(meta, indent=2), flush=True)
