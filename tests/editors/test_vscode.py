@@ -24,3 +24,18 @@ def test_extension_typechecks_builds_and_its_tests_pass(client_env):
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
     assert "# pass 9" in r.stdout and "# fail 0" in r.stdout and "# skipped 0" in r.stdout, r.stdout[-3000:]
     assert (VSCODE / "out" / "src" / "extension.js").is_file()
+
+
+def test_extension_packages_as_vsix_offline(client_env):
+    import zipfile
+
+    npm = require_tool(which("npm"), "npm")
+    require_tool(VSCODE / "node_modules" / "@vscode" / "vsce", "@vscode/vsce (npm ci in editors/vscode)")
+    vsix = VSCODE / "out" / "completer.vsix"
+    vsix.unlink(missing_ok=True)
+    r = _run([npm, "run", "-s", "package"], client_env, timeout=200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    names = set(zipfile.ZipFile(vsix).namelist())
+    assert "extension/out/src/extension.js" in names
+    assert "extension/node_modules/vscode-languageclient/node.js" in names  # its runtime dependency is inside
+    assert not any(n.startswith("extension/src/") or n.startswith("extension/out/test/") for n in names)
