@@ -51,3 +51,25 @@ def test_psm_template_shares_the_context_and_prefix(count_tokens):
     for p1, p2 in zip(prompts, prompts[1:]):
         cut = p1.index("<|fim_suffix|>")
         assert _common(p1, p2) >= cut
+
+
+def test_consecutive_prompts_share_house_tokens():
+    """With the shipped house tokenizer: all but the last few tokens of the earlier prompt are shared."""
+    import pytest
+
+    from completer.models import HOUSE_DIR
+    path = HOUSE_DIR / "target" / "tokenizer.json"
+    if not path.is_file():
+        pytest.skip("house tokenizer not shipped")
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(path))
+    ids = lambda s: tok.encode(s, add_special_tokens=False).ids
+    count = lambda s: len(ids(s))
+    mid = BODY.index("def f120")
+    prompts = _typing(count, "house", BODY[:mid], "\n" + BODY[mid:], LINE[:30])
+    near = 0
+    for p1, p2 in zip(prompts, prompts[1:]):
+        a, b = ids(p1), ids(p2)
+        shared = len(os.path.commonprefix([a, b]))
+        near += shared >= len(a) - 4
+    assert near >= len(prompts) - 2          # all but at most one window move
