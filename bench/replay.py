@@ -45,7 +45,7 @@ CONFIGS: dict[str, dict] = {
                                     "prefix_cache": False}},
 }
 BASE_OPTIONS = {"maxTokens": 32, "debounceMs": 30}
-DRAIN_S = 60.0
+DRAIN_S = 20.0          # after a trace, wait at most this long for answers still outstanding
 
 
 def merge(a: dict, b: dict) -> dict:
@@ -211,7 +211,7 @@ async def run_config(name: str, options: dict, traces: list[tuple[str, tr.Trace]
                              "textDocument": {"inlineCompletion": {}}}}, timeout=120)
         await client.notify("initialized", {})
         t_ready = time.perf_counter()
-        before = await wait_ready(client)
+        before = await wait_ready(client, args.ready_timeout)
         ready_s = time.perf_counter() - t_ready
         cancel = options.get("cancelStaleRequests", True)
         rep = Replayer(client, cancel=cancel, speed=args.speed, tick=tick)
@@ -268,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--pause-ms", type=float, default=500.0, help="a gap this long after a keystroke is a pause")
     ap.add_argument("--out", type=Path, default=HERE / "results")
     ap.add_argument("--name", default="replay", help="output file stem")
+    ap.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for the engine to load")
     ap.add_argument("--no-plot", action="store_true")
     return ap
 
@@ -301,7 +302,7 @@ async def amain(args) -> dict:
         results.append(await run_config(n, opts, traces, args, tick))
     if bar is not None:
         bar.close()
-    return {"date": started, "machine": machine(), "command": " ".join(shlex.quote(a) for a in sys.argv),
+    return {"date": started, "machine": machine(), "command": " ".join(["python -m bench.replay"] + [shlex.quote(a) for a in sys.argv[1:]]),
             "transport": "ws (connect)" if args.connect else args.transport, "speed": args.speed,
             "pause_ms": args.pause_ms,
             "traces": [{"name": n, "keystrokes": t.keystrokes, "duration_s": t.events[-1].t_ms / 1000,

@@ -150,8 +150,13 @@ def write(raw: dict, out: Path, name: str = "replay", plot: bool = True) -> dict
     paths["raw"] = raw_dir / f"{name}.raw.json"
     paths["raw"].write_text(json.dumps(raw, default=str))
     if plot:
-        paths["png"] = out / f"{name}.png"
-        plot_figure(raw, rows, paths["png"])
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:   # a bare GPU box: the numbers still come back; re-render later with bench.report
+            print("matplotlib is not installed: no plot (python -m bench.report on the raw file draws it later)")
+        else:
+            paths["png"] = out / f"{name}.png"
+            plot_figure(raw, rows, paths["png"])
     return paths
 
 

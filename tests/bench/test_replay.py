@@ -16,7 +16,7 @@ TEXT = "def add(a, b):\n    \n\nprint(add(1, 2))\n"
 
 def _args(transport="stdio"):
     cmd = f"{sys.executable} -m lsp.server --ws 127.0.0.1:0 --allow-client-models" if transport == "ws" else None
-    return argparse.Namespace(transport=transport, server_cmd=cmd, connect=None, speed=1.0)
+    return argparse.Namespace(transport=transport, server_cmd=cmd, connect=None, speed=1.0, ready_timeout=120.0)
 
 
 def _trace(typed: str, accept_after: int | None = None, intended: str = "", gap: float = 250.0) -> tr.Trace:
