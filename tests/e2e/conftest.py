@@ -6,14 +6,12 @@ a tiny random-weight pair built here in a second, so the protocol and lifecycle 
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
 import pytest_lsp
-from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 from lsprotocol import types
 
@@ -60,3 +61,27 @@ def inline_params(uri: str, line: int, character: int) -> types.InlineCompletion
     return types.InlineCompletionParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=character),
         context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic))
+
+
+# --- raw LSP framing (stdio / TCP) ---
+def frame(msg: dict) -> bytes:
+    body = json.dumps(msg).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+async def read_message(stdout) -> dict:
+    length = 0
+    while True:
+        line = await stdout.readline()
+        assert line, "server closed stdout"
+        if line.startswith(b"Content-Length:"):
+            length = int(line.split(b":")[1])
+        elif line == b"\r\n" and length:
+            return json.loads(await stdout.readexactly(length))
+
+
+async def response(stdout, msg_id) -> dict:
+    while True:
+        msg = await asyncio.wait_for(read_message(stdout), 60)
+        if msg.get("id") == msg_id and "method" not in msg:
+            return msg

@@ -17,6 +17,10 @@ URI = "file:///work/example.py"
 PY = "import os\n\n\ndef read_config(path):\n    with open(path) as f:\n        return f.read()\n\n\ndef main():\n    "
 
 
+# cursor positions to try for ghost text (a model may rightly answer nothing at one of them)
+CANDIDATES = [(9, 4), (4, 4), (3, 16), (4, 13), (5, 15), (0, 7)]
+
+
 def code(e: BaseException) -> int | None:
     return getattr(e, "code", None)
 
@@ -45,7 +49,7 @@ async def test_ghost_text_for_python_file(client):
     assert after["server"]["engine_requests"] == before["server"]["engine_requests"] + 1
     assert after["engine"]["generated_tokens"] > before["engine"]["generated_tokens"]
     assert after["engine"]["prompt_tokens"] > before["engine"]["prompt_tokens"]
-    line, ch, text = await first_nonempty(client, URI, [(9, 4), (4, 4), (3, 16)])
+    line, ch, text = await first_nonempty(client, URI, CANDIDATES)
     res = await client.text_document_inline_completion_async(inline_params(URI, line, ch))
     item = res.items[0]
     assert item.insert_text == text
@@ -120,7 +124,7 @@ async def test_newer_request_supersedes_older(client):
 async def test_typing_through_ghost_text_uses_no_engine_request(client):
     await configure(client, maxTokens=12)
     open_doc(client, URI, PY)
-    line, ch, text = await first_nonempty(client, URI, [(9, 4), (4, 4), (3, 16)])
+    line, ch, text = await first_nonempty(client, URI, CANDIDATES)
     before = await stats(client)
     version = 1
     typed = 0
@@ -185,7 +189,7 @@ async def test_bad_positions_and_unknown_documents(client):
 
 async def test_completion_fallback_returns_the_same_completion(client):
     open_doc(client, URI, PY)
-    line, ch, text = await first_nonempty(client, URI, [(9, 4), (4, 4), (3, 16)])
+    line, ch, text = await first_nonempty(client, URI, CANDIDATES)
     res = await client.text_document_completion_async(types.CompletionParams(
         text_document=types.TextDocumentIdentifier(uri=URI), position=types.Position(line=line, character=ch)))
     assert isinstance(res, types.CompletionList) and len(res.items) == 1

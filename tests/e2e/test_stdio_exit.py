@@ -3,37 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from e2e_helpers import SERVER_MODULE  # noqa: E402
+from e2e_helpers import SERVER_MODULE, frame, response  # noqa: E402
 
 PY = "import os\n\n\ndef main():\n    "
-
-
-def frame(msg: dict) -> bytes:
-    body = json.dumps(msg).encode()
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
-
-
-async def read_message(stdout) -> dict:
-    length = 0
-    while True:
-        line = await stdout.readline()
-        assert line, "server closed stdout"
-        if line.startswith(b"Content-Length:"):
-            length = int(line.split(b":")[1])
-        elif line == b"\r\n" and length:
-            return json.loads(await stdout.readexactly(length))
-
-
-async def response(stdout, msg_id) -> dict:
-    while True:
-        msg = await asyncio.wait_for(read_message(stdout), 60)
-        if msg.get("id") == msg_id and "method" not in msg:
-            return msg
 
 
 async def start(engine_options, **options):
