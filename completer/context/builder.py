@@ -159,7 +159,7 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
     ol = None
     if language != "text":
         try:
-            ol = outline(text, language, offset)
+            ol = outline(text, language, offset, key=doc.uri)
         except Exception as e:  # a grammar bug must not cost the user a completion
             log.warning("tree-sitter outline failed for %s: %s: %s", doc.uri, type(e).__name__, e)
     mode = choose_mode(text, offset, language, empty_body=bool(ol and ol.empty_body))

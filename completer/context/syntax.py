@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .languages import INDENTED, grammar, query
@@ -73,6 +75,53 @@ def _queries(language: str):
 def _parser(language: str):
     import tree_sitter
     return tree_sitter.Parser(grammar(language))
+
+
+_TREES: "OrderedDict[tuple[str, str], tuple[bytes, object]]" = OrderedDict()
+_TREES_MAX = 8
+_TREES_LOCK = threading.Lock()
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:                      # binary search with C-speed slice compares
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _point(buf: bytes, i: int) -> tuple[int, int]:
+    return buf.count(b"\n", 0, i), i - (buf.rfind(b"\n", 0, i) + 1)
+
+
+def parse(language: str, buf: bytes, key: str = ""):
+    """Parse ``buf``; with a ``key`` (the document URI) reuse that document's previous tree incrementally: one
+    keystroke re-parses only what changed."""
+    parser = _parser(language)
+    if not key:
+        return parser.parse(buf)
+    with _TREES_LOCK:
+        old = _TREES.pop((key, language), None)
+        if old is not None and old[0] == buf:
+            tree = old[1]
+        elif old is not None:
+            old_buf, tree = old
+            start = _common_prefix(old_buf, buf)
+            tail = _common_prefix(old_buf[start:][::-1], buf[start:][::-1])
+            old_end, new_end = len(old_buf) - tail, len(buf) - tail
+            tree.edit(start_byte=start, old_end_byte=old_end, new_end_byte=new_end,
+                      start_point=_point(old_buf, start), old_end_point=_point(old_buf, old_end),
+                      new_end_point=_point(buf, new_end))
+            tree = parser.parse(buf, tree)
+        else:
+            tree = parser.parse(buf)
+        _TREES[(key, language)] = (buf, tree)
+        while len(_TREES) > _TREES_MAX:
+            _TREES.popitem(last=False)
+        return tree
 
 
 def _indent_of(line: str) -> str:
@@ -174,7 +223,7 @@ def _window(text: str, offset: int) -> tuple[int, int]:
 
 
 def outline(text: str, language: str, offset: int, *, near_before: int = 30, near_after: int = 8,
-            all_definitions: bool = False) -> Outline | None:
+            all_definitions: bool = False, key: str = "") -> Outline | None:
     """The outline of ``text`` (already sanitized) at character ``offset``; None for languages without a grammar.
 
     Definitions are those whose names are used near the cursor, or all of them with ``all_definitions``.
@@ -188,7 +237,7 @@ def outline(text: str, language: str, offset: int, *, near_before: int = 30, nea
     window = text[ws:we]
     base_line = text.count("\n", 0, ws)
     buf = window.encode("utf-8")
-    root = _parser(language).parse(buf).root_node
+    root = parse(language, buf, key if ws == 0 else "").root_node
     rel = offset - ws
     row = window.count("\n", 0, rel)
     line_start = window.rfind("\n", 0, rel) + 1
