@@ -161,6 +161,7 @@ def model_provenance(spec: str) -> str:
 
 
 async def run(args) -> dict:
+    provenance = model_provenance(args.model)            # read before loading, next to the weights it describes
     cfgs = configs(args.ks)
     engines = {}
     for name, kw in cfgs.items():
@@ -233,7 +234,7 @@ async def run(args) -> dict:
     for eng in engines.values():
         await eng.close()
     return {"command": "python " + " ".join(shlex.quote(a) for a in sys.argv), "machine": machine(),
-            "model": args.model, "draft": args.draft, "model_provenance": model_provenance(args.model),
+            "model": args.model, "draft": args.draft, "model_provenance": provenance,
             "template": template or "plain", "prompts": len(prompts), "repeats": args.repeats, "max_new_tokens": args.max_tokens,
             "median_prompt_tokens": ctx, "forward_cost_s": cost,
             "cost_ratio_draft_over_target": cost.get("draft", 0) / cost["target"] if cost.get("target") else None,
@@ -325,7 +326,7 @@ def main(argv=None) -> int:
     p.add_argument("--model", default="house:target")
     p.add_argument("--draft", default="house:draft")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--prompts", type=int, default=8)
+    p.add_argument("--prompts", type=int, default=6)
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: small models, shared CPUs)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--max-tokens", type=int, default=48)
