@@ -25,6 +25,8 @@ MAX_SIGNATURES_PER_NAME = 2
 MAX_NAMES = 24
 MAX_OTHERS = 16
 LINE_MODE_MAX_TOKENS = 48
+# languages whose definitions can be used from one another (other open documents of another family are skipped)
+FAMILY = {"c": "c", "cpp": "c", "javascript": "js", "typescript": "js", "tsx": "js"}
 
 
 def _clamp(offset, n: int) -> int:
@@ -207,8 +209,8 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
                 continue
             seen_uris.add(other.uri)
             olang = canonical_language(other.language_id, other.uri)
-            if olang == "text":
-                continue
+            if olang == "text" or FAMILY.get(olang, olang) != FAMILY.get(language, language):
+                continue                     # a Go file's signatures do not help a Python completion
             for it in _definitions(sanitize(other.text), olang):
                 by_name.setdefault(it.name, []).append((display_name(other.uri), it))
         for name in ol.near_names[:MAX_NAMES]:                          # (4) nearest use first

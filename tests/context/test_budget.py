@@ -72,3 +72,15 @@ def test_broken_other_documents_are_ignored(count_tokens):
             SourceFile("file:///p/notes.txt", "plaintext", "normalize everything"), UTILS]
     plan = _plan(1024, count_tokens, others=junk)
     assert "def normalize(values" in plan.context
+
+
+def test_other_documents_of_another_language_family_are_skipped(count_tokens):
+    go = SourceFile("file:///p/norm.go", "go", "package p\n\nfunc normalize(v []float64) []float64 {\n\treturn v\n}\n")
+    plan = _plan(1024, count_tokens, others=[go])
+    assert "norm.go" not in plan.context
+    header = SourceFile("file:///p/lib.h", "c", "int scale(int x);\n")
+    text = "#include \"lib.h\"\nint main(void) {\n    return scale(2) + |\n}\n"
+    from conftest import at_cursor as split
+    t, off = split(text)
+    plan = build_prompt(SourceFile("file:///p/main.cpp", "cpp", t), off, others=[header], count_tokens=count_tokens)
+    assert "// lib.h\n// int scale(int x);" in plan.context
