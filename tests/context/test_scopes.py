@@ -37,3 +37,12 @@ def test_unknown_language_falls_back_to_plain_windows(count_tokens):
     plan = build_prompt(SourceFile("file:///m.hs", "haskell", text), off, count_tokens=count_tokens)
     assert plan.language == "text" and plan.context == ""
     assert plan.prefix == text[:off] and plan.suffix == text[off:]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_scope_header_found_while_braces_are_unclosed(lang, count_tokens):
+    """Mid-typing, nothing after the cursor: the tree has errors, the indentation fallback still finds the header."""
+    language_id, uri, src, header = far_scope(lang)
+    text, off = at_cursor(src[: src.index("|") + 1])
+    plan = build_prompt(SourceFile(uri, language_id, text), off, count_tokens=count_tokens, budget_tokens=256)
+    assert header in plan.context
