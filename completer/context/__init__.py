@@ -14,7 +14,8 @@ Token budget (``budget_tokens`` for the whole prompt, counted with the caller's 
 3. the file's imports;
 4. signatures of definitions whose names are used near the cursor (nearest use first), from this file and from
    ``others`` (other open documents).
-Whatever the context does not use goes back to the prefix, which then reaches further up. Context items that the
+Priorities are strict between these classes (once an item of one class does not fit, no item of a lower class is
+taken) and greedy within a class. Whatever the context does not use goes back to the prefix, which then reaches further up. Context items that the
 prefix window already shows are left out.
 
 The context is written as comment lines in the document's language (``# utils.py`` then ``# def helper(a, b):``)

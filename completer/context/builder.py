@@ -188,9 +188,9 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
     ctx_budget = max(0, budget - suffix_tokens - near_budget)
 
     comment = comment_prefix(language)
-    chosen: list[tuple[int, str, Item, str]] = []    # (priority, source name, item, rendered line)
+    chosen: list[tuple[int, str, Item, str]] = []    # (priority, source uri, item, rendered line)
+    this = doc.uri
     if ol is not None and ctx_budget > 0:
-        this = display_name(doc.uri)
         cands: list[tuple[int, str, Item, str]] = []
         for it in reversed(ol.scopes):                                   # (2) innermost first
             if it.line < near_line:
@@ -212,24 +212,28 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
             if olang == "text" or FAMILY.get(olang, olang) != FAMILY.get(language, language):
                 continue                     # a Go file's signatures do not help a Python completion
             for it in _definitions(sanitize(other.text), olang):
-                by_name.setdefault(it.name, []).append((display_name(other.uri), it))
+                by_name.setdefault(it.name, []).append((other.uri, it))
         for name in ol.near_names[:MAX_NAMES]:                          # (4) nearest use first
             for src, it in by_name.get(name, ())[:MAX_SIGNATURES_PER_NAME]:
                 cands.append((4, src, it, _sig(it)))
         used = 0
+        failed_class = None      # strict priority between classes, greedy within one
         for cand in cands:
+            if failed_class is not None and cand[0] > failed_class:
+                break
             parts = cand[3].split("\n")
-            cost = sum(count(f"{comment} {l}\n") for l in parts) + count(f"{comment} {cand[1]}\n")
+            cost = sum(count(f"{comment} {l}\n") for l in parts) + count(f"{comment} {display_name(cand[1])}\n")
             if used + cost <= ctx_budget:
                 chosen.append(cand)
                 used += cost
+            else:
+                failed_class = cand[0]
 
     def assemble(items):
         others_sec: dict[str, list[tuple[int, str]]] = {}
         this_imports, this_defs, this_scopes = [], [], []
-        this = display_name(doc.uri)
         for prio, src, it, line in items:
-            if src != this or it.kind == "definition" and prio == 4 and src != this:
+            if src != this:
                 others_sec.setdefault(src, []).append((it.line, line))
             elif prio == 3:
                 this_imports.append((it.line, line))
@@ -237,11 +241,11 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
                 this_defs.append((it.line, line))
             else:
                 this_scopes.append((it.line, line))
-        sections = [(name, [l for _, l in sorted(v)]) for name, v in sorted(others_sec.items())]
+        sections = [(display_name(uri), [l for _, l in sorted(v)]) for uri, v in sorted(others_sec.items())]
         own = [l for _, l in sorted(this_imports)] + [l for _, l in sorted(this_defs)]
         own += [l for _, l in sorted(this_scopes)]
         own = [sub for l in own for sub in l.split("\n")]
-        sections.append((this, own))
+        sections.append((display_name(this), own))
         return _render(sections, comment)
 
     context = assemble(chosen)
@@ -251,8 +255,8 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
     prefix_budget = max(near_budget, budget - suffix_tokens - count(context))
     start = _prefix_window(before, prefix_budget, count, lines)
     start_line = lines.line_of(start)
-    if any(c[2].line >= start_line and c[1] == display_name(doc.uri) for c in chosen):
-        chosen = [c for c in chosen if not (c[2].line >= start_line and c[1] == display_name(doc.uri))]
+    if any(c[2].line >= start_line and c[1] == this for c in chosen):
+        chosen = [c for c in chosen if not (c[2].line >= start_line and c[1] == this)]
         context = assemble(chosen)
     prefix = before[start:]
     prompt = fim_prompt(prefix, suffix, template, context)

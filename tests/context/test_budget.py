@@ -84,3 +84,10 @@ def test_other_documents_of_another_language_family_are_skipped(count_tokens):
     t, off = split(text)
     plan = build_prompt(SourceFile("file:///p/main.cpp", "cpp", t), off, others=[header], count_tokens=count_tokens)
     assert "// lib.h\n// int scale(int x);" in plan.context
+
+
+def test_same_file_name_in_another_folder_is_another_file(count_tokens):
+    twin = SourceFile("file:///other/main.py", "python", "def normalize(values):\n    return values\n")
+    plan = _plan(1024, count_tokens, others=[twin])
+    assert plan.context.count("# main.py") == 2          # the twin's section and this file's own
+    assert "# def normalize(values):" in plan.context
