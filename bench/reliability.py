@@ -146,6 +146,68 @@ async def typing_client(i: int, url: str, opts: dict, source: str, until: float,
         await asyncio.sleep(delay * rng.uniform(0.5, 1.5))
         if pauses and (ch == "\n" or (ch in " (.," and rng.random() < 0.15)):
             await asyncio.sleep(rng.uniform(0.5, 2.5))    # a typist's pause: where ghost text gets read
+    await collect(pending, until, res)
+    await c.close()
+
+
+def load_traces() -> list:
+    """The bench helper's typing traces (bench/traces/*.jsonl, format in bench/traces/FORMAT.md), if present."""
+    paths = sorted((ROOT / "bench" / "traces").glob("*.jsonl"))
+    if not paths:
+        return []
+    from bench.trace import load
+
+    return [(p.stem, load(p)) for p in paths]
+
+
+async def trace_client(i: int, url: str, opts: dict, traces: list, until: float, res: dict) -> None:
+    """Replay a trace's keystrokes with its timing (edits only: each is a didChange + inlineCompletion at the
+    cursor; accept/reject/open events are skipped, i.e. the user types everything), again and again."""
+    from bench.trace import apply_edit, position_of
+
+    rng = random.Random(i)
+    name, trace = traces[i % len(traces)]
+    c = await WsClient.connect(url, max_size=None)
+    r = await c.initialize(opts, maxTokens=16, contextBudgetTokens=CONTEXT_BUDGET)
+    if "result" not in r:
+        res["init_errors"].append(r)
+        return
+    loop = asyncio.get_running_loop()
+    pending = []
+    await asyncio.sleep(rng.uniform(0, 2.0))               # clients do not start in lockstep
+    rnd = 0
+    while loop.time() < until:
+        rnd += 1
+        uri = f"file:///load/client{i}/{rnd}/{name}"
+        text, version = trace.header.text, 1
+        await c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": trace.header.language_id,
+                                                                 "version": 1, "text": text}})
+        t0 = loop.time()
+        for ev in trace.events:
+            if ev.edit is None or ev.uri != trace.header.uri:
+                continue
+            wait = t0 + ev.t_ms / 1000 - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            if loop.time() >= until:
+                break
+            version += 1
+            text, cur = apply_edit(text, ev.edit)
+            pos = ev.cursor or position_of(text, cur)
+            await c.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version},
+                                                      "contentChanges": [ev.edit]})
+            _, fut = c.request_nowait("textDocument/inlineCompletion", {
+                "textDocument": {"uri": uri}, "position": pos, "context": {"triggerKind": 2}})
+            pending.append((time.monotonic(), fut))
+            res["sent"] += 1
+        await c.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+        await asyncio.sleep(rng.uniform(0.5, 1.5))
+    await collect(pending, until, res)
+    await c.close()
+
+
+async def collect(pending: list, until: float, res: dict) -> None:
+    loop = asyncio.get_running_loop()
     for t0, fut in pending:                        # every request must be answered or cancelled
         try:
             msg = await asyncio.wait_for(fut, max(1.0, until + 60 - loop.time()))
@@ -163,12 +225,13 @@ async def typing_client(i: int, url: str, opts: dict, source: str, until: float,
             res["cancel_ms"].append(dt)
         else:
             res["errors"][re.sub(r"\d+", "N", f'{msg["error"]["code"]}: {msg["error"]["message"][:100]}')] += 1
-    await c.close()
 
 
-async def run_load(opts: dict, extra: list[str], clients: int, duration: float, tmp: Path, pauses: bool) -> dict:
+async def run_load(opts: dict, extra: list[str], clients: int, duration: float, tmp: Path, mode: str,
+                   traces: list) -> dict:
+    pauses = mode != "continuous"
     source = (Path(sysconfig_stdlib()) / HELD_OUT).read_text()
-    server = WsServer(*extra, log_path=tmp / f"load-server-{pauses}.log")
+    server = WsServer(*extra, log_path=tmp / f"load-server-{mode}.log")
     samples = []
     res = {"sent": 0, "answered": 0, "nonempty": 0, "cancelled": 0, "unanswered": 0, "errors": Counter(),
            "latency_ms": [], "cancel_ms": [], "init_errors": []}
@@ -180,8 +243,12 @@ async def run_load(opts: dict, extra: list[str], clients: int, duration: float, 
         loop = asyncio.get_running_loop()
         t_start = loop.time()
         until = t_start + duration
-        tasks = [asyncio.create_task(typing_client(i, server.url, opts, source, until, res, pauses)) for i in range(clients)]
-        with tqdm(total=int(duration), desc=f"load ({'pauses' if pauses else 'continuous'}): {clients} clients",
+        if mode == "traces":
+            tasks = [asyncio.create_task(trace_client(i, server.url, opts, traces, until, res)) for i in range(clients)]
+        else:
+            tasks = [asyncio.create_task(typing_client(i, server.url, opts, source, until, res, pauses))
+                     for i in range(clients)]
+        with tqdm(total=int(duration), desc=f"load ({mode}): {clients} clients",
                   unit="s") as bar:
             while not all(t.done() for t in tasks):
                 await asyncio.sleep(1.0)
@@ -408,12 +475,16 @@ def write_md(r: dict, path: Path) -> None:
         return f"| {label} | " + " | ".join(str(fn(loads[n])) for n in names) + " |"
 
     lines += ["", f"## Load: {L0['clients']} websocket clients typing for {L0['duration_s']:g} s on loopback", "",
-              "Each keystroke is a didChange + inlineCompletion, as editors send them (keystrokes synthesized from "
-              f"the held-out standard-library file `{HELD_OUT}`, each client from its own line at its own speed, "
-              "5-16 characters a second; no trace files were present in bench/traces/). *Typing with pauses*: "
-              "0.5-2.5 s pauses at line ends and some word ends, where ghost text gets read. *Continuous typing*: "
-              "no pauses, an overload (about 8x the keystroke rate of real typists), clients in the same process "
-              "on the same 2 cores.", "",
+              "Each keystroke is a didChange + inlineCompletion, as editors send them. "
+              + (f"*Trace replay*: client i replays trace i mod {len(r['traces'])} of the bench helper's "
+                 f"typing traces ({', '.join(r['traces'])}) with their timing, over and over, each round in a new "
+                 "document; accept/reject events are skipped (the user types everything). " if r["traces"] else
+                 "*Typing with pauses*: keystrokes synthesized from the held-out file, 0.5-2.5 s pauses at line "
+                 "ends and some word ends. ")
+              + f"*Continuous typing*: keystrokes synthesized from the held-out standard-library file `{HELD_OUT}`, "
+              "each client from its own line at 5-16 characters a second without pauses: an overload (several "
+              "times the rate of real typists), with the 50 clients in one process on the same 2 cores as the "
+              "server.", "",
               "| measure | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names),
               row("requests sent", lambda L: L["sent"]),
               row("answered (non-empty ghost text)", lambda L: f"{L['answered']} ({L['nonempty']})"),
@@ -480,8 +551,11 @@ def main(argv=None) -> None:
         r["engine_fault"] = run_engine_fault(opts, tmp)
         r["vanish"] = asyncio.run(run_vanish(opts, extra, tmp))
         r["limits"] = asyncio.run(run_limits_and_exposure(opts, extra, tmp))
-        r["load"] = {name: asyncio.run(run_load(opts, extra, args.clients, args.duration, tmp, pauses))
-                     for name, pauses in (("typing with pauses", True), ("continuous typing", False))}
+        traces = load_traces()
+        first = ("trace replay", "traces") if traces else ("typing with pauses", "pauses")
+        r["traces"] = [f"bench/traces/{n}.jsonl ({t.keystrokes} keystrokes)" for n, t in traces]
+        r["load"] = {name: asyncio.run(run_load(opts, extra, args.clients, args.duration, tmp, mode, traces))
+                     for name, mode in (first, ("continuous typing", "continuous"))}
     plot(r["load"], out / "reliability.png")
     for load in r["load"].values():
         load["latencies_count"] = len(load.pop("latencies"))
