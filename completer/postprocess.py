@@ -5,6 +5,7 @@
 - line mode: one line; block mode: cut at the first line that dedents below the block (for brace languages the
   closing brace is kept only when the suffix does not already close the block), keep the block's indentation
   (a body the model wrote flush left is shifted to it);
+- line ends follow the document (CRLF documents get CRLF ghost text);
 - strip trailing whitespace and blank lines; return "" when nothing useful is left;
 - a multi-line block typed between brackets (``{|}``) ends with a newline and the header's indentation, so the
   closing bracket already after the cursor lands on its own line.
@@ -88,8 +89,14 @@ def postprocess(completion: str, plan: PromptPlan) -> str:
         if cut >= 0:
             completion = completion[:cut]
     completion = completion.replace("\r\n", "\n")
+    crlf = "\r\n" in plan.prefix[-4000:] or "\r\n" in plan.suffix[:4000]
+    text = _postprocess(completion, plan)
+    return text.replace("\n", "\r\n") if crlf else text
+
+
+def _postprocess(completion: str, plan: PromptPlan) -> str:
     line_before = plan.prefix[plan.prefix.rfind("\n") + 1:]
-    rest = plan.suffix.split("\n", 1)[0]
+    rest = plan.suffix.split("\n", 1)[0].rstrip("\r")
     if plan.mode == "line":
         line = completion.split("\n", 1)[0]
         line = _trim_line_overlap(line, line_before, rest)
