@@ -11,7 +11,9 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 import pytest_lsp
+from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -20,6 +22,11 @@ from e2e_helpers import init_params, wait_engine_ready  # noqa: E402
 HOUSE = Path(__file__).resolve().parents[2] / "completer" / "models" / "house"
 SPECIAL = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>", "<|file_sep|>"]
 SERVER = [sys.executable, "-m", "lsp.server", "--log-level", "WARNING"]
+
+
+# every setting a test may change, at its value for tests (maxTokens small so the suite stays fast)
+TEST_DEFAULTS = {"maxTokens": 16, "debounceMs": 5, "contextBudgetTokens": 1024, "cancelStaleRequests": True,
+                 "typeThroughCache": True, "template": "auto"}
 
 
 def house_available() -> bool:
@@ -62,11 +69,22 @@ def engine_options(tmp_path_factory) -> dict:
     return {"model": target, "draft": draft, "device": "cpu"}
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
-async def client(lsp_client: LanguageClient, engine_options):
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER), scope="module")
+async def lsp_server(lsp_client: LanguageClient, engine_options):
+    """One server process per test module (starting one costs seconds: torch import, model load)."""
     await lsp_client.initialize_session(init_params(engine_options))
     await wait_engine_ready(lsp_client)
     yield
     await lsp_client.shutdown_session()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def client(lsp_server, engine_options):
+    """The module's server, reset to the test settings (engine rebuilt only if a test changed it)."""
+    lsp_server.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings=init_params(engine_options).initialization_options | TEST_DEFAULTS))
+    await wait_engine_ready(lsp_server)
+    lsp_server.messages.clear()
+    return lsp_server
 
 

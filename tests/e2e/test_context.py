@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from lsprotocol import types
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -28,6 +29,8 @@ CASES = {
     "cpp": ("cart.cpp", "double compute_total(const std::vector<double>& items, double tax) {",
             "    double v{i} = items[{i}] * tax;\n", "}\n"),
 }
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")   # one server per module (conftest)
 
 
 async def prompt_at(client, uri, line, ch) -> dict:

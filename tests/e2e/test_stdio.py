@@ -16,6 +16,8 @@ from e2e_helpers import edit, inline_params, open_doc, stats, wait_engine_ready 
 URI = "file:///work/example.py"
 PY = "import os\n\n\ndef read_config(path):\n    with open(path) as f:\n        return f.read()\n\n\ndef main():\n    "
 
+pytestmark = pytest.mark.asyncio(loop_scope="module")   # one server per module (conftest)
+
 
 # cursor positions to try for ghost text (a model may rightly answer nothing at one of them)
 CANDIDATES = [(9, 4), (4, 4), (3, 16), (4, 13), (5, 15), (0, 7)]
