@@ -195,21 +195,25 @@ end
 
 local function attach_keys(bufnr)
   local keys = M.config.keys
-  local function map(lhs, fn, fallback)
+  local function map(lhs, active, fn)
     if not lhs then
       return
     end
     vim.keymap.set("i", lhs, function()
-      if M.state.ghost and fn() then
+      if active() then
+        fn()
         return ""
       end
-      return fallback
+      return lhs -- nothing to act on: the key does what it does without the plugin
     end, { buffer = bufnr, expr = true, replace_keycodes = true, desc = "completer" })
   end
+  local shown = function() return M.state.ghost ~= nil end
   -- Inserting through an expr mapping must not run during textlock: schedule the edit.
-  map(keys.accept, function() vim.schedule(function() M.accept(false) end) return true end, keys.accept)
-  map(keys.accept_line, function() vim.schedule(function() M.accept(true) end) return true end, keys.accept_line)
-  map(keys.dismiss, function() M.clear() cancel_pending() return true end, keys.dismiss)
+  map(keys.accept, shown, function() vim.schedule(function() M.accept(false) end) end)
+  map(keys.accept_line, shown, function() vim.schedule(function() M.accept(true) end) end)
+  -- Dismiss also drops a request still in flight, so that its answer does not appear afterwards.
+  map(keys.dismiss, function() return M.state.ghost ~= nil or M.state.pending ~= nil end,
+      function() M.clear() cancel_pending() end)
 end
 
 local function start(bufnr)
