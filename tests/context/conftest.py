@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
-from completer.models import HOUSE_DIR
-
-
-def _counter():
-    path = HOUSE_DIR / "target" / "tokenizer.json"
-    if path.is_file():
-        from tokenizers import Tokenizer
-        tok = Tokenizer.from_file(str(path))
-        return lambda s: len(tok.encode(s, add_special_tokens=False).ids)
-    return lambda s: len(s) // 3
+sys.path.insert(0, str(Path(__file__).parent))
+from context_samples import token_counter  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def count_tokens():
-    return _counter()
-
-
-def at_cursor(src: str) -> tuple[str, int]:
-    """Split a sample with one "|" marking the cursor into (text, offset)."""
-    assert src.count("|") >= 1
-    off = src.index("|")
-    return src[:off] + src[off + 1:], off
+    return token_counter()

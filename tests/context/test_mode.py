@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
 import pytest
 
 from completer.context import SourceFile, build_prompt
 
-from conftest import at_cursor
+from context_samples import at_cursor  # noqa: E402
 
 CASES = [
     # (language_id, text with |, mode, indent)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
 import pytest
 
 from completer.context import SourceFile, build_prompt
 from completer.postprocess import postprocess
 
-from conftest import at_cursor
+from context_samples import at_cursor  # noqa: E402
 
 CASES = [
     # (language_id, text with |, raw model output, ghost text)

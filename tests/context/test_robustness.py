@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
 import pytest
 
 from completer.context import SourceFile, build_prompt
 from completer.postprocess import postprocess
 
-from samples import LANGS, far_scope
+from context_samples import LANGS, far_scope  # noqa: E402
 
 
 @pytest.mark.parametrize("text,offset,prefix,suffix", [

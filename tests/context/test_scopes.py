@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
 import pytest
 
 from completer.context import SourceFile, build_prompt
 from completer.context.languages import canonical_language
 
-from conftest import at_cursor
-from samples import LANGS, far_scope
+from context_samples import LANGS, at_cursor, far_scope  # noqa: E402
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import random
+import sys
+from pathlib import Path
 
+from completer.context.languages import canonical_language
 from completer.context.syntax import outline, parse
 
-from samples import LANGS, far_scope
-from completer.context.languages import canonical_language
+sys.path.insert(0, str(Path(__file__).parent))
+from context_samples import LANGS, far_scope  # noqa: E402
 
 
 def test_incremental_parse_equals_fresh_parse():

@@ -1,4 +1,26 @@
-"""One sample per supported language: imports, a helper in another "file", a scope far above the cursor."""
+"""Helpers for tests/context (a uniquely named module: the suite imports every area's tests in one process).
+
+One sample per supported language (imports, a scope far above the cursor), the cursor marker, the token counter.
+"""
+
+from completer.models import HOUSE_DIR
+
+
+def token_counter():
+    """The house tokenizer's count when the model is shipped, else about 3 characters a token."""
+    path = HOUSE_DIR / "target" / "tokenizer.json"
+    if path.is_file():
+        from tokenizers import Tokenizer
+        tok = Tokenizer.from_file(str(path))
+        return lambda s: len(tok.encode(s, add_special_tokens=False).ids)
+    return lambda s: len(s) // 3
+
+
+def at_cursor(src: str) -> tuple[str, int]:
+    """Split a sample with "|" marking the cursor (its first occurrence) into (text, offset)."""
+    assert "|" in src
+    off = src.index("|")
+    return src[:off] + src[off + 1:], off
 
 FILLER = {
     "python": "        total += {i}\n",
