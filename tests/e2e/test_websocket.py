@@ -11,16 +11,20 @@ import sys
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 import websockets
 
 sys.path.insert(0, str(Path(__file__).parent))
 from e2e_helpers import SERVER_MODULE  # noqa: E402
 
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
 PY = "import os\n\n\ndef read_config(path):\n    with open(path) as f:\n        return f.read()\n\n\ndef main():\n    "
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def ws_url(engine_options):
+    """One server process for the module; every test connects its own clients (each gets its own server state)."""
     # websocket clients may only name house:* models unless the operator allows a folder (lsp.security)
     allow = [] if engine_options["model"].startswith("house:") else [
         "--allow-model-dir", str(Path(engine_options["model"]).parent)]
@@ -106,7 +110,7 @@ class Peer:
             "context": {"triggerKind": 2}}, msg_id=msg_id)
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")
 async def peer(ws_url, engine_options):
     async with websockets.connect(ws_url, max_size=None) as ws:
         p = Peer(ws)
