@@ -190,6 +190,26 @@ def _in_empty_block(root, cursor_byte: int) -> bool:
     return False
 
 
+_CONSTRUCTORS = {"class_definition": ("function_definition", "__init__"),
+                 "class_declaration": ("method_definition", "constructor")}
+
+
+def _signature(buf: bytes, node, line_text: str) -> str:
+    """A definition's header; for a class, followed by its constructor's header (how it is called)."""
+    head = _header(buf, node, line_text)
+    ctor = _CONSTRUCTORS.get(node.type)
+    body = node.child_by_field_name("body")
+    if ctor is None or body is None:
+        return head
+    for child in body.named_children[:64]:
+        target = child.child_by_field_name("definition") if child.type == "decorated_definition" else child
+        if target is not None and target.type == ctor[0]:
+            name = target.child_by_field_name("name")
+            if name is not None and name.text == ctor[1].encode():
+                return head + "\n" + _header(buf, target, "").strip()
+    return head
+
+
 _CONTAINERS = ("class", "impl", "trait", "struct", "interface", "namespace", "module", "enum")
 
 
@@ -327,7 +347,7 @@ def outline(text: str, language: str, offset: int, *, near_before: int = 30, nea
             continue
         seen.add(key)
         out.definitions.append(Item("definition", name, base_line + node.start_point[0],
-                                    base_line + node.end_point[0], _header(buf, node, line_text(node)),
+                                    base_line + node.end_point[0], _signature(buf, node, line_text(node)),
                                     _container(node)))
     if ws > 0:  # a huge file: its imports are at the top, outside the parsed window
         head_end = text.rfind("\n", 0, min(ws, HEAD_CHARS)) + 1

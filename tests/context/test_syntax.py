@@ -41,3 +41,14 @@ def test_names_near_cursor_skip_the_word_being_typed():
     ol = outline(text, "python", len(text))
     assert "comp" not in ol.near_names
     assert ol.near_names[:1] == ["res"] and {"compute", "path", "os"} <= set(ol.near_names)
+
+
+def test_class_signature_shows_how_it_is_constructed():
+    py = "class Point(Base):\n    '''doc'''\n    def __init__(self, x, y=0):\n        self.x = x\n\np = Point(1)\n"
+    ol = outline(py, "python", len(py) - 1)
+    sig = next(d.text for d in ol.definitions if d.name == "Point")
+    assert sig == "class Point(Base):\ndef __init__(self, x, y=0):"
+    js = "class Point {\n  constructor(x, y) {\n    this.x = x;\n  }\n}\nconst p = new Point(1, 2);\n"
+    ol = outline(js, "javascript", len(js) - 1)
+    sig = next(d.text for d in ol.definitions if d.name == "Point")
+    assert sig == "class Point {\nconstructor(x, y) {"
