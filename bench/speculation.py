@@ -145,6 +145,7 @@ def machine() -> dict:
         model = platform.processor() or "?"
     import os
     return {"cpu": model, "cores": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+            "load_average_1m": os.getloadavg()[0],
             "python": platform.python_version(), "platform": platform.platform()}
 
 
@@ -249,7 +250,9 @@ def markdown(res: dict) -> str:
         "# Speculative decoding on the house pair (embedded engine, CPU)", "",
         f"Command: `{res['command']}`  ",
         f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']} ({m['torch_threads']} threads), "
-        f"Python {m['python']}  ",
+        f"Python {m['python']}; 1-minute load average {m.get('load_average_1m_before', float('nan')):.1f} before, "
+        f"{m['load_average_1m']:.1f} after the run (other jobs share these cores: absolute figures are noisy, the "
+        "interleaved side-by-side comparison is what counts)  ",
         f"Models: target `{res['model']}`, draft `{res['draft']}` ({res['model_provenance']})  ",
         f"{res['prompts']} FIM prompts ({res['template']} template, built by completer.context) from held-out files (median {res['median_prompt_tokens']} tokens) x "
         f"{res['repeats']} repeats, greedy, up to {res['max_new_tokens']} new tokens, no prefix-cache reuse.  ",
@@ -312,7 +315,7 @@ def plot(res: dict, path: Path) -> None:
         if per and (r["config"] in ("draft k=8", "draft adaptive", "ngram adaptive", "draft+ngram adaptive")):
             a2.plot(range(1, len(per) + 1), per, marker="o", label=r["config"])
     a2.set_xlabel("draft position")
-    a2.set_ylabel("acceptance rate (given earlier positions accepted)")
+    a2.set_ylabel("share of drafts of length >= i with positions 1..i all accepted")
     a2.set_ylim(0, 1.05)
     a2.set_title("Acceptance per position")
     a2.legend()
@@ -342,7 +345,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
+    import os
+    load_before = os.getloadavg()[0]
     res = asyncio.run(run(args))
+    res["machine"]["load_average_1m_before"] = load_before
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(res, indent=1) + "\n")
