@@ -163,6 +163,8 @@ class Server:
             pass
         await client.close()
         if self.proc is not None:
+            if self.transport == "ws" and self.proc.returncode is None:
+                self.proc.terminate()       # a listener outlives its connections: end the one we started
             try:
                 await asyncio.wait_for(self.proc.wait(), 10)
             except asyncio.TimeoutError:

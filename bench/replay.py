@@ -90,6 +90,8 @@ class Replayer:
         t0 = time.perf_counter()
         waits = []
 
+        target = t0
+
         async def send_edit(uri: str, edit: dict, kind: str, cursor: dict | None) -> None:
             nonlocal latest
             docs[uri], off = tr.apply_edit(docs[uri], edit)
@@ -104,7 +106,8 @@ class Replayer:
             pos = cursor or tr.position_of(docs[uri], off)
             rid, fut = await c.request("textDocument/inlineCompletion", {
                 "textDocument": {"uri": uri}, "position": pos, "context": {"triggerKind": 2}})
-            rec = {"trace": name, "kind": kind, "t": now - t0, "id": rid, "status": "pending", "latency_ms": None,
+            rec = {"trace": name, "kind": kind, "t": now - t0, "lag_ms": max(0.0, (now - target) * 1000),
+                   "id": rid, "status": "pending", "latency_ms": None,
                    "ghost": None, "gap_ms": None, "offset": off, "uri": uri}
             records.append(rec)
             latest = rec
@@ -253,6 +256,24 @@ def machine() -> dict:
             "platform": platform.platform(), "python": platform.python_version()}
 
 
+def house_info() -> dict | None:
+    """Which shipped house pair ran (its training metadata), so results say what model produced them."""
+    house = HERE.parent / "completer" / "models" / "house"
+    info: dict = {}
+    try:
+        meta = json.loads((house / "train_meta.json").read_text())
+        info = {k: meta.get(k) for k in ("command", "preset", "device", "steps", "seed")}
+    except (OSError, ValueError):
+        pass
+    try:
+        for ln in (house / "REPORT.md").read_text().splitlines():
+            if ln.strip().startswith("trained-on:"):
+                info["trained_on"] = ln.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return info or None
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("traces", nargs="*", default=[str(HERE / "traces")], help="trace files or folders")
@@ -304,7 +325,7 @@ async def amain(args) -> dict:
         bar.close()
     return {"date": started, "machine": machine(), "command": " ".join(["python -m bench.replay"] + [shlex.quote(a) for a in sys.argv[1:]]),
             "transport": "ws (connect)" if args.connect else args.transport, "speed": args.speed,
-            "pause_ms": args.pause_ms,
+            "pause_ms": args.pause_ms, "house": house_info(),
             "traces": [{"name": n, "keystrokes": t.keystrokes, "duration_s": t.events[-1].t_ms / 1000,
                         "language": t.header.language_id, "source": t.header.meta.get("source")} for n, t in traces],
             "configs": results}

@@ -68,6 +68,9 @@ def summarize(cfg: dict, pause_ms: float) -> dict:
         "chars_saved_share": _ratio(saved, typed),
         "status": status,
         "wall_s": sum(t["duration_s"] for t in cfg["traces"]),
+        # how late the client sent edits against the trace's clock (a server that stops reading its input, e.g.
+        # busy running every stale request, makes the client fall behind)
+        "send_lag_ms_p95": percentile([r.get("lag_ms", 0.0) for r in recs], 95),
         "engine_ready_s": cfg.get("engine_ready_s"),
     }
 
@@ -81,6 +84,7 @@ def markdown(raw: dict, rows: list[dict]) -> str:
     out = [f"# Typing-trace replay: keystroke to ghost text\n",
            f"- date: {raw['date']}; machine: {m['cpu']}, {m['cores']} cores ({m['platform']}, Python {m['python']})",
            f"- command: `{raw['command']}`",
+           f"- house pair (when the engine used house:*): {json.dumps(raw.get('house'))}",
            f"- transport: {raw['transport']}; speed x{raw['speed']}; a pause = a gap of >= {raw['pause_ms']:.0f} ms "
            f"after a keystroke",
            "- traces: " + ", ".join(f"{t['name']} ({t['language']}, {t['keystrokes']} keys, {t['duration_s']:.0f} s)"
@@ -89,8 +93,8 @@ def markdown(raw: dict, rows: list[dict]) -> str:
     for c in raw["configs"]:
         out.append(f"- `{c['name']}`: options `{json.dumps(c['options'], sort_keys=True)}`")
     out += ["", "| config | shown | p50 ms | p95 ms | p99 ms | pauses ≤100 ms | pauses ≤200 ms | engine req/key | "
-                "wasted tokens (share) | acceptance | chars saved (share) | from cache |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                "wasted tokens (share) | acceptance | chars saved (share) | from cache | send lag p95 ms |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lat = r["latency_ms"]
         pct = lambda v: _f(None if v is None else 100 * v, "{:.0f}%")  # noqa: E731
@@ -99,7 +103,8 @@ def markdown(raw: dict, rows: list[dict]) -> str:
             f"| {pct(r['pauses_ghost_within_100ms'])} | {pct(r['pauses_ghost_within_200ms'])} ({r['pauses']}) "
             f"| {_f(r['engine_requests_per_keystroke'], '{:.2f}')} "
             f"| {_f(r['wasted_tokens'])} ({pct(r['wasted_share'])}) | {pct(r['acceptance_rate'])} "
-            f"| {r['chars_saved']} ({pct(r['chars_saved_share'])}) | {_f(r['served_from_cache'])} |")
+            f"| {r['chars_saved']} ({pct(r['chars_saved_share'])}) | {_f(r['served_from_cache'])} "
+            f"| {_f(r['send_lag_ms_p95'])} |")
     out += ["", "shown = edits whose ghost text arrived before the next edit / edits sent; latency over shown ones "
                 "(didChange sent -> response received). Status counts: " +
             "; ".join(f"{r['name']}: {r['status']}" for r in rows), ""]
@@ -139,7 +144,8 @@ def write(raw: dict, out: Path, name: str = "replay", plot: bool = True) -> dict
     out.mkdir(parents=True, exist_ok=True)
     rows = [summarize(c, raw["pause_ms"]) for c in raw["configs"]]
     paths = {"json": out / f"{name}.json", "md": out / f"{name}.md"}
-    summary = {k: raw[k] for k in ("date", "machine", "command", "transport", "speed", "pause_ms", "traces")}
+    summary = {k: raw.get(k) for k in ("date", "machine", "command", "transport", "speed", "pause_ms", "house",
+                                        "traces")}
     summary["configs"] = [{"options": c["options"], "engine_config": c.get("engine_config"),
                            "engine": c.get("engine"), "server": c.get("server"), **r}
                           for c, r in zip(raw["configs"], rows)]
