@@ -116,6 +116,10 @@ def _postprocess(completion: str, plan: PromptPlan) -> str:
             block_w = first_w
     else:
         block_w = min(block_w, _width(line_before))
+        if not first.strip() and body and body[0].strip() and _width(_indent(body[0])) >= _width(line_before):
+            # the model began with a newline on an already indented line: start on the cursor's line instead
+            extra = _width(_indent(body[0])) - _width(line_before)
+            first, body = " " * extra + body[0].lstrip(), body[1:]
     out = [first]
     suffix_lines = [l.strip() for l in plan.suffix.split("\n")[1:] if l.strip()]
     next_suffix = suffix_lines[0] if suffix_lines else None

@@ -30,6 +30,7 @@ CASES = [
     ("python", "def f(x):|\n", "\nreturn x", "\n    return x"),           # flush-left body re-indented
     ("python", "def f(x):\n    |\n    return y\n", "y = x + 1\n    return y\n", "y = x + 1"),  # suffix lines
     ("python", "def f(x):|\n", "\n    return x\n\n\n   \n", "\n    return x"),  # trailing blank lines
+    ("python", "def f(x):\n    |\n", "\n    y = x\n    return y", "y = x\n    return y"),  # no blank first line
     ("javascript", "function f(x) {|}\n", "\n  return x;\n}", "\n  return x;\n"),  # closer already there
     ("c", "void f() {\n    if (x) {|}\n}\n", "\n        g();\n    }", "\n        g();\n    "),
     ("javascript", "function f(x) {|\n", "\n  return x;\n}\nfoo();", "\n  return x;\n}"),  # closer needed
