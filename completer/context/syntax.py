@@ -175,6 +175,19 @@ def _fallback_scopes(lines: list[str], cursor_line: int, cursor_indent: int, ope
                 found.append(Item("scope", "", i, cursor_line, line.rstrip()))
             if w == 0:
                 break
+    if opener == "{" and found and _width(_indent_of(lines[found[-1].line])) == 0:
+        closers = 0      # unindented namespaces / extern "C" blocks around the outermost header
+        for i in range(found[-1].line - 1, max(-1, found[-1].line - 5000), -1):
+            line = lines[i]
+            if not line.strip() or line[:1] in " \t":
+                continue
+            if line.startswith("}"):
+                closers += 1
+            elif line.rstrip().endswith("{"):
+                if closers:
+                    closers -= 1
+                else:
+                    found.append(Item("scope", "", i, cursor_line, line.rstrip()))
     return found[::-1]
 
 

@@ -50,3 +50,12 @@ def test_scope_header_found_while_braces_are_unclosed(lang, count_tokens):
     text, off = at_cursor(src[: src.index("|") + 1])
     plan = build_prompt(SourceFile(uri, language_id, text), off, count_tokens=count_tokens, budget_tokens=256)
     assert header in plan.context
+
+
+def test_unindented_namespace_found_while_braces_are_unclosed(count_tokens):
+    src = ("#include <vector>\n\nnamespace shop {\n\nstruct Done {\n  int x;\n};\n\nclass Store {\n public:\n"
+           "  int total(const std::vector<int>& v) {\n" + "    t += 1;\n" * 150 + "    return |")
+    text, off = at_cursor(src)
+    plan = build_prompt(SourceFile("file:///s.cpp", "cpp", text), off, count_tokens=count_tokens, budget_tokens=256)
+    assert "// namespace shop {\n// class Store {\n//   int total(const std::vector<int>& v) {" in plan.context
+    assert "struct Done" not in plan.context
