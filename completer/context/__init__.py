@@ -18,7 +18,7 @@ Priorities are strict between these classes (once an item of one class does not 
 taken) and greedy within a class. Whatever the context does not use goes back to the prefix, which then reaches further up. Context items that the
 prefix window already shows are left out.
 
-The context is written as comment lines in the document's language (``# utils.py`` then ``# def helper(a, b):``)
+The context is written as comment lines in the document's language (``# from utils.py:`` then ``# def helper(a, b):``; this file's own items under ``# main.py:``)
 at the start of the prefix, in a fixed order (other files by name, then this file: imports, definitions, enclosing
 scopes outermost first), so it is the same from one keystroke to the next.
 

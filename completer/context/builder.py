@@ -222,7 +222,7 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
             if failed_class is not None and cand[0] > failed_class:
                 break
             parts = cand[3].split("\n")
-            cost = sum(count(f"{comment} {l}\n") for l in parts) + count(f"{comment} {display_name(cand[1])}\n")
+            cost = sum(count(f"{comment} {l}\n") for l in parts) + count(f"{comment} from {display_name(cand[1])}:\n")
             if used + cost <= ctx_budget:
                 chosen.append(cand)
                 used += cost
@@ -241,11 +241,12 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
                 this_defs.append((it.line, line))
             else:
                 this_scopes.append((it.line, line))
-        sections = [(display_name(uri), [l for _, l in sorted(v)]) for uri, v in sorted(others_sec.items())]
+        sections = [(f"from {display_name(uri)}:", [l for _, l in sorted(v)])
+                    for uri, v in sorted(others_sec.items())]
         own = [l for _, l in sorted(this_imports)] + [l for _, l in sorted(this_defs)]
         own += [l for _, l in sorted(this_scopes)]
         own = [sub for l in own for sub in l.split("\n")]
-        sections.append((display_name(this), own))
+        sections.append((f"{display_name(this)}:", own))
         return _render(sections, comment)
 
     context = assemble(chosen)

@@ -28,7 +28,7 @@ def _plan(budget, count_tokens, others=(UTILS,)):
 
 def test_all_context_kinds_within_a_roomy_budget(count_tokens):
     plan = _plan(1024, count_tokens)
-    assert "# utils.py" in plan.context
+    assert "# from utils.py:\n# def normalize(values, scale=1.0):" in plan.context
     assert "# def normalize(values, scale=1.0):" in plan.context
     assert "Unused" not in plan.context                     # not used near the cursor
     assert "# import os" in plan.context and "# from utils import normalize" in plan.context
@@ -88,11 +88,11 @@ def test_other_documents_of_another_language_family_are_skipped(count_tokens):
     from context_samples import at_cursor as split
     t, off = split(text)
     plan = build_prompt(SourceFile("file:///p/main.cpp", "cpp", t), off, others=[header], count_tokens=count_tokens)
-    assert "// lib.h\n// int scale(int x);" in plan.context
+    assert "// from lib.h:\n// int scale(int x);" in plan.context
 
 
 def test_same_file_name_in_another_folder_is_another_file(count_tokens):
     twin = SourceFile("file:///other/main.py", "python", "def normalize(values):\n    return values\n")
     plan = _plan(1024, count_tokens, others=[twin])
-    assert plan.context.count("# main.py") == 2          # the twin's section and this file's own
+    assert "# from main.py:" in plan.context and "\n# main.py:" in plan.context  # the twin, and this file
     assert "# def normalize(values):" in plan.context
