@@ -52,3 +52,38 @@ async def test_shutdown_then_exit(engine_options):
     proc.stdin.write(frame({"jsonrpc": "2.0", "method": "exit"}))
     await proc.stdin.drain()
     assert await asyncio.wait_for(proc.wait(), 60) == 0
+
+
+async def test_engine_that_cannot_start_and_oversized_documents_get_clear_errors():
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", SERVER_MODULE, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL)
+    send = proc.stdin.write
+    send(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "processId": None, "rootUri": None, "capabilities": {},
+        "initializationOptions": {"engine": {"model": "/nonexistent/model", "draft": None, "speculation": "none"},
+                                  "maxDocumentChars": 100}}}))
+    assert "result" in await response(proc.stdout, 1)       # initialize answers before the engine loads
+    for i in range(100):
+        send(frame({"jsonrpc": "2.0", "id": f"h{i}", "method": "completer/health"}))
+        health = (await response(proc.stdout, f"h{i}"))["result"]
+        if health["engineError"]:
+            break
+        await asyncio.sleep(0.05)
+    assert "/nonexistent/model" in health["engineError"] and health["ok"] is False
+    send(frame({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": "file:///small.py", "languageId": "python", "version": 1, "text": "x = 1\n"}}}))
+    send(frame({"jsonrpc": "2.0", "id": 2, "method": "textDocument/inlineCompletion", "params": {
+        "textDocument": {"uri": "file:///small.py"}, "position": {"line": 1, "character": 0},
+        "context": {"triggerKind": 1}}}))
+    err = (await response(proc.stdout, 2))["error"]
+    assert err["code"] == -32803 and "/nonexistent/model" in err["message"]
+    send(frame({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": "file:///big.py", "languageId": "python", "version": 1, "text": "x" * 101}}}))
+    send(frame({"jsonrpc": "2.0", "id": 3, "method": "textDocument/inlineCompletion", "params": {
+        "textDocument": {"uri": "file:///big.py"}, "position": {"line": 0, "character": 0},
+        "context": {"triggerKind": 1}}}))
+    err = (await response(proc.stdout, 3))["error"]
+    assert err["code"] == -32602 and "not open" in err["message"]
+    proc.stdin.close()
+    assert await asyncio.wait_for(proc.wait(), 60) == 0
