@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -200,8 +201,11 @@ async def trace_client(i: int, url: str, opts: dict, traces: list, until: float,
                 "textDocument": {"uri": uri}, "position": pos, "context": {"triggerKind": 2}})
             pending.append((time.monotonic(), fut))
             res["sent"] += 1
+        if pending:                                         # the user stops and reads the last ghost text
+            with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
+                await asyncio.wait_for(asyncio.shield(pending[-1][1]), 10)
         await c.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
-        await asyncio.sleep(rng.uniform(0.5, 1.5))
+        await asyncio.sleep(rng.uniform(1.0, 4.0))          # thinking before the next round
     await collect(pending, until, res)
     await c.close()
 
@@ -478,7 +482,9 @@ def write_md(r: dict, path: Path) -> None:
               "Each keystroke is a didChange + inlineCompletion, as editors send them. "
               + (f"*Trace replay*: client i replays trace i mod {len(r['traces'])} of the bench helper's "
                  f"typing traces ({', '.join(r['traces'])}) with their timing, over and over, each round in a new "
-                 "document; accept/reject events are skipped (the user types everything). " if r["traces"] else
+                 "document, waiting for the answer to the round's last keystroke (reading the ghost text, up to 10 s) before "
+                 "closing it and 1-4 s of thinking before the next round; accept/reject events are skipped (the user "
+                 "types everything). " if r["traces"] else
                  "*Typing with pauses*: keystrokes synthesized from the held-out file, 0.5-2.5 s pauses at line "
                  "ends and some word ends. ")
               + f"*Continuous typing*: keystrokes synthesized from the held-out standard-library file `{HELD_OUT}`, "

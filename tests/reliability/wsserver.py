@@ -97,6 +97,7 @@ class WsClient:
             for fut in self._waiting.values():
                 if not fut.done():
                     fut.set_exception(ConnectionError("websocket closed"))
+                    fut.exception()                      # retrieved: a caller that stopped waiting is no error
 
     async def send(self, obj) -> None:
         import json
