@@ -73,3 +73,22 @@ def test_failing_token_counter_falls_back_to_an_estimate():
 
     plan = build_prompt(SourceFile("file:///a.py", "python", "x = 1\x00\ny = "), 11, count_tokens=bad)
     assert plan.prefix.endswith("y = ") and plan.prompt_tokens > 0
+
+
+def test_random_documents_and_offsets_never_raise(count_tokens):
+    import random
+
+    rng = random.Random(11)
+    alphabet = ["a", "x1", " ", "    ", "\t", "\n", "\r\n", ":", "{", "}", "(", ")", "[", "]", "'", '"', "`", "#",
+                "//", "/*", "def ", "class ", "fn ", "func ", "import ", "#include <a.h>", "é", "🙂", "\ud800", "\x00"]
+    langs = ["python", "javascript", "typescript", "typescriptreact", "go", "rust", "c", "cpp", "plaintext", ""]
+    for i in range(150):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 120)))
+        lang = langs[i % len(langs)]
+        off = rng.randrange(-2, len(text) + 3)
+        others = [SourceFile(f"file:///o{j}", rng.choice(langs), text[::-1]) for j in range(rng.randrange(3))]
+        plan = build_prompt(SourceFile(f"file:///d{i}", lang, text), off, others=others, count_tokens=count_tokens,
+                            budget_tokens=rng.choice([16, 64, 512]), template=rng.choice(["house", "qwen"]))
+        assert plan.mode in ("line", "block")
+        raw = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 40)))
+        assert isinstance(postprocess(raw, plan), str)
