@@ -71,15 +71,18 @@ class CompleterProtocol(LanguageServerProtocol):
         try:
             return super().structure_message(data)
         except JsonRpcException as e:
-            if isinstance(data, dict) and "id" in data and "method" in data:
+            if isinstance(data, dict) and "method" in data:
                 detail = e.__cause__ or e
-                return _Malformed(data["id"], str(data["method"]), JsonRpcInvalidParams.CODE,
+                return _Malformed(data.get("id"), str(data["method"]), JsonRpcInvalidParams.CODE,
                                   f"invalid params for {data['method']}: {detail}")
             raise
 
     def handle_message(self, message):
         if isinstance(message, _Malformed):
-            self.send_error(message.id, message.code, message.message)
+            if message.id is None:      # a notification (e.g. didChange) has no response: tell the user instead
+                self._server.notify_user(f"{message.message}; the notification was ignored")
+            else:
+                self.send_error(message.id, message.code, message.message)
             return
         if not hasattr(message, "jsonrpc") or getattr(message, "jsonrpc", None) != self.VERSION:
             msg_id = message.get("id") if isinstance(message, dict) else getattr(message, "id", None)

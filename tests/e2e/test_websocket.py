@@ -148,6 +148,14 @@ async def test_malformed_and_unknown_messages_get_jsonrpc_errors(peer):
     assert res["error"]["code"] == -32601
     res = await peer.request("textDocument/inlineCompletion", {"textDocument": 3, "position": "x"})
     assert res["error"]["code"] == -32602 and "inlineCompletion" in res["error"]["message"]
+    await peer.notify("textDocument/didChange", {"textDocument": {"uri": 5}, "contentChanges": "x"})
+    for _ in range(100):
+        if any(n["method"] == "window/showMessage" and "didChange" in n["params"]["message"]
+               for n in peer.notifications):
+            break
+        await asyncio.sleep(0.02)
+    else:
+        pytest.fail(f"no showMessage for a malformed didChange: {peer.notifications}")
     res = await peer.inline("file:///never-opened.py", 0, 0)
     assert res["error"]["code"] == -32602 and "not open" in res["error"]["message"]
     # still serving
