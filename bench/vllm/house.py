@@ -47,13 +47,13 @@ def make_engine(args, **cfg) -> VLLMEngine:
                                    enforce_eager=args.enforce_eager, **cfg), **engine_overrides())
 
 
-async def run_config(args, name: str, cfg: dict, prompts: list[str]) -> dict:
+async def run_config(args, name: str, cfg: dict, prompts: list[str], warmup: list[str]) -> dict:
     t0 = time.perf_counter()
     engine = make_engine(args, **cfg)
     startup = time.perf_counter() - t0
     try:
         for i in range(3):                                           # warm-up (kernels, graphs)
-            await timed(engine, Request(f"w{i}", prompts[-1 - i], max_new_tokens=args.max_new_tokens))
+            await timed(engine, Request(f"w{i}", warmup[i], max_new_tokens=args.max_new_tokens))
         before = engine.counters()
         runs = []
         for i, p in enumerate(tqdm(prompts, desc=name, file=sys.stdout, mininterval=5)):
@@ -104,14 +104,16 @@ async def main() -> None:
     p.add_argument("--ttft-prompts", type=int, default=20)
     p.add_argument("--only", default=None, help="comma-separated configuration names to run")
     args = p.parse_args()
-    prompts = [d["prompt"] for d in json.loads(args.prompts.read_text())][: args.n]
+    everything = [d["prompt"] for d in json.loads(args.prompts.read_text())]
+    prompts, warmup = everything[: args.n], everything[-3:]         # warm-up prompts are never measured
+    assert len(everything) >= args.n + 3, f"{args.prompts} has {len(everything)} prompts; need --n + 3"
     cfgs = configs([int(k) for k in args.ks.split(",")], args.ngram_k)
     if args.only:
         cfgs = {k: v for k, v in cfgs.items() if k in args.only.split(",")}
     results = {}
     for name, cfg in cfgs.items():
         try:
-            results[name] = await run_config(args, name, cfg, prompts)
+            results[name] = await run_config(args, name, cfg, prompts, warmup)
         except Exception as e:                                          # keep the other configurations
             print(f"{name} failed: {type(e).__name__}: {e}", flush=True)
             results[name] = {"config": cfg, "error": f"{type(e).__name__}: {e}"}

@@ -186,8 +186,9 @@ class VLLMEngine:
         params = self._SamplingParams(**sampling_kwargs(request), output_kind=self._DELTA)
         self._active.add(rid)
         generated, done, first = 0, False, True
+        stream = self.llm.generate({"prompt_token_ids": ids}, params, rid)
         try:
-            async for out in self.llm.generate({"prompt_token_ids": ids}, params, rid):
+            async for out in stream:
                 if first and out.num_cached_tokens:
                     c.cached_prompt_tokens += out.num_cached_tokens
                 first = False
@@ -206,8 +207,7 @@ class VLLMEngine:
                         c.requests_finished += 1
                 if new or o.text or out.finished:
                     yield Chunk(rid, o.text, new, out.finished, reason)
-                if out.finished:
-                    return
+                # after the finished output vLLM's generator ends by itself, which ends this loop
         except (asyncio.CancelledError, GeneratorExit):
             if not done:
                 done = True
@@ -223,6 +223,7 @@ class VLLMEngine:
             raise EngineError(f"vLLM engine error: {type(e).__name__}: {e}") from e
         finally:
             self._active.discard(rid)
+            await stream.aclose()                   # vLLM's generator aborts its request if it is still running
 
     async def abort(self, request_id: str) -> None:
         if request_id in self._active and not self._closed:
