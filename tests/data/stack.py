@@ -1,0 +1,14 @@
+class Stack:
+    """A last-in, first-out stack."""
+
+    def __init__(self):
+        self.items = []
+
+    def push(self, item):
+        self.items.
+
+    def pop(self):
+        return self.items.pop()
+
+    def __len__(self):
+        return len(self.items)
