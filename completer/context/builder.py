@@ -49,34 +49,32 @@ def _definitions(text: str, language: str) -> tuple[Item, ...]:
 
 
 def _suffix_window(after: str, budget: int, count: Callable[[str], int]) -> str:
-    """Lines after the cursor within ``budget`` tokens; the rest of the cursor's line always (capped in chars)."""
+    """Whole lines after the cursor within ``budget`` tokens (at most SUFFIX_MAX_LINES); the rest of the cursor's
+    line always (capped in characters). Depends only on the text after the cursor."""
     first_end = after.find("\n")
     if first_end < 0:
         first_end = len(after)
     first = after[:first_end]
-    cap = max(16, budget * 4)
-    if len(first) > cap:
-        return first[:cap]
-    out = first
-    pos = first_end
-    lines = 0
+    if len(first) > max(16, budget * 4):
+        return first[: max(16, budget * 4)]
+    ends = [first_end]                      # candidate ends: after 0, 1, 2, ... further lines
     limit_chars = budget * CHARS_PER_TOKEN_MAX
-    while pos < len(after) and lines < SUFFIX_MAX_LINES:
-        nxt = after.find("\n", pos + 1)
+    while ends[-1] < len(after) and len(ends) <= SUFFIX_MAX_LINES:
+        nxt = after.find("\n", ends[-1] + 1)
         nxt = len(after) if nxt < 0 else nxt
-        cand = after[: nxt]
-        if len(cand) > limit_chars:
+        if nxt > limit_chars:
             break
-        out_next = cand
-        lines += 1
-        pos = nxt
-        out = out_next
-    # shrink to budget by whole lines (from the end)
-    while count(out) > budget and "\n" in out[len(first):]:
-        out = out[: out.rfind("\n")]
-    if count(out) > budget:
-        out = first[: max(16, budget * 2)]
-    return out
+        ends.append(nxt)
+    if count(first) > budget:
+        return first[: max(16, budget * 2)]
+    lo, hi = 0, len(ends) - 1               # the most lines that fit: binary search (fit is monotonic)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(after[: ends[mid]]) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return after[: ends[lo]]
 
 
 class Lines:
