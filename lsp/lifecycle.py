@@ -31,6 +31,9 @@ from .engine_host import EngineHost
 
 log = logging.getLogger(__name__)
 
+# engine request ids are unique in the process: TCP/websocket connections share one engine
+_REQUEST_IDS = itertools.count(1)
+
 
 @dataclass
 class ServerStats:
@@ -81,7 +84,6 @@ class Lifecycle:
         self.stats = ServerStats()
         self._inflight: dict[str, set[asyncio.Task]] = {}
         self._shown: dict[str, _Shown] = {}
-        self._ids = itertools.count(1)
 
     # --- called by document sync and lifecycle events ---------------------------------------------------
     def supersede(self, uri: str, keep: asyncio.Task | None = None) -> int:
@@ -153,7 +155,7 @@ class Lifecycle:
     async def _generate(self, snap: Snapshot, offset: int, others: Sequence[Snapshot], cfg: ServerConfig) -> str:
         engine = await self.host.get(cfg.engine_start_timeout_s)
         plan = prompting.build(snap, offset, others, engine, cfg)
-        rid = f"{snap.uri}@{snap.version}#{next(self._ids)}"
+        rid = f"{snap.uri}@{snap.version}#{next(_REQUEST_IDS)}"
         request = Request(rid, plan.prompt, max_new_tokens=max(1, min(cfg.max_tokens, plan.max_tokens)),
                           stop=plan.stop, cache_key=snap.uri)
         self.stats.engine_requests += 1

@@ -244,3 +244,15 @@ async def test_one_client_shutting_down_leaves_the_engine_to_the_others(ws_url, 
         assert s["engineError"] is None
         await b.open("file:///w/b.py", PY)
         assert "result" in await b.inline("file:///w/b.py", 9, 4)
+
+
+async def test_two_clients_same_document_at_once(ws_url, engine_options):
+    """Engine request ids are unique per process, not per connection: both clients get ghost text."""
+    async with websockets.connect(ws_url) as ws_a, websockets.connect(ws_url) as ws_b:
+        peers = [Peer(ws_a), Peer(ws_b)]
+        for p in peers:
+            assert "result" in await p.initialize(engine_options, debounceMs=0)
+            await p.ready()
+            await p.open("file:///w/same.py", PY)
+        results = await asyncio.gather(*(p.inline("file:///w/same.py", 9, 4) for p in peers))
+        assert all("result" in r for r in results), results
