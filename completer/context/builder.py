@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import functools
 import logging
+from collections import OrderedDict
 from typing import Callable, Sequence
 
 from completer.prompt import END_TOKENS, fim_prompt
@@ -27,6 +28,22 @@ MAX_OTHERS = 16
 LINE_MODE_MAX_TOKENS = 48
 # languages whose definitions can be used from one another (other open documents of another family are skipped)
 FAMILY = {"c": "c", "cpp": "c", "javascript": "js", "typescript": "js", "tsx": "js"}
+
+
+_LINE_COUNTS: "OrderedDict[tuple[object, str], int]" = OrderedDict()   # token counts of context lines
+_LINE_COUNTS_MAX = 4096
+
+
+def _line_count(count: Callable[[str], int], key: object, line: str) -> int:
+    """Token count of one short context line, remembered: the same lines come back on every keystroke."""
+    k = (key, line)
+    n = _LINE_COUNTS.get(k)
+    if n is None:
+        n = count(line)
+        _LINE_COUNTS[k] = n
+        if len(_LINE_COUNTS) > _LINE_COUNTS_MAX:
+            _LINE_COUNTS.popitem(last=False)
+    return n
 
 
 def _clamp(offset, n: int) -> int:
@@ -220,7 +237,8 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
             if failed_class is not None and cand[0] > failed_class:
                 break
             parts = cand[3].split("\n")
-            cost = sum(count(f"{comment} {l}\n") for l in parts) + count(f"{comment} from {display_name(cand[1])}:\n")
+            cost = sum(_line_count(count, count_tokens, f"{comment} {l}\n") for l in parts)
+            cost += _line_count(count, count_tokens, f"{comment} from {display_name(cand[1])}:\n")
             if used + cost <= ctx_budget:
                 chosen.append(cand)
                 used += cost
