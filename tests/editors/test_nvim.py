@@ -163,3 +163,19 @@ def test_typing_cancels_and_dismiss_clears(nvim):
     assert stats["requests_received"] >= 3
     assert nvim.lua("require[[completer]].state.cancelled") + stats["requests_cancelled"] \
         + stats["requests_superseded"] >= 1
+
+
+def test_visible_text_strips_what_was_typed(editor):
+    """An item whose range starts before the cursor shows only the rest; one that does not fit shows nothing."""
+    def vis(item, line, col):
+        return editor.lua(f"require[[completer]].visible_text(vim.json.decode({json.dumps(json.dumps(item))}), "
+                          f"{json.dumps(line, ensure_ascii=False)}, 0, {col}, 'utf-16')")
+    at = lambda c: {"line": 0, "character": c}  # noqa: E731
+    assert vis({"insertText": "(radius)"}, "x = f", 5) == "(radius)"
+    assert vis({"insertText": "return x", "range": {"start": at(4), "end": at(7)}}, "    ret", 7) == "urn x"
+    assert vis({"insertText": {"kind": "snippet", "value": "abc"}, "range": {"start": at(1), "end": at(1)}},
+               "x", 1) == "abc"
+    assert vis({"insertText": "print", "range": {"start": at(4), "end": at(7)}}, "    ret", 7) is None
+    assert vis({"insertText": "ret", "range": {"start": at(4), "end": at(7)}}, "    ret", 7) is None
+    # UTF-16 range start after a non-ASCII character (é: 1 UTF-16 unit, 2 bytes).
+    assert vis({"insertText": "lan", "range": {"start": at(1), "end": at(3)}}, "éla", 4) == "n"
