@@ -12,7 +12,7 @@ const status = document.getElementById('status');
 const setStatus = (text) => { status.textContent = text; };
 
 // What the page is doing, for the status line and tests.
-const state = window.completer = { ready: false, requests: 0, cancelled: 0, served: 0, lastLatencyMs: null,
+const state = window.completer = { ready: false, requests: 0, answered: 0, cancelled: 0, served: 0, lastLatencyMs: null,
                                    lastItems: [], error: null };
 
 window.require.config({ paths: { vs: '/monaco/vs' } });
@@ -59,6 +59,7 @@ window.require(['vs/editor/editor.main'], async () => {
         const items = await conn.inline(uri.toString(), toLspPosition(position), ctl.signal);
         state.lastLatencyMs = performance.now() - started;
         state.lastItems = items;
+        state.answered++;
         if (items.length) state.served++;
         setStatus(`completer: ${state.lastLatencyMs.toFixed(0)} ms`);
         return {

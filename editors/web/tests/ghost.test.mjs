@@ -119,16 +119,17 @@ test('typing on cancels the request in flight and the server sees it', async () 
   await page.keyboard.type(' = 1');
   await page.evaluate(() => window.completer.configure({ debounceMs: 5 }));
   await page.waitForFunction(() => window.completer.cancelled > 0, null, { timeout: 10000 });
-  await page.waitForFunction(() => document.querySelector('.ghost-text-decoration, .ghost-text'), null,
-                             { timeout: 60000 });
+  const answered = await page.evaluate(() => window.completer.answered);
+  await page.keyboard.type(' ');  // a last keystroke, answered after the short debounce
+  await page.waitForFunction((n) => window.completer.answered > n ||
+                             document.querySelector('.ghost-text-decoration, .ghost-text'), answered, { timeout: 60000 });
   const after = await page.evaluate(() => window.completer.stats());
   assert.ok(after.server.requests_received > before.server.requests_received);
   const dropped = (s) => s.server.requests_cancelled + s.server.requests_superseded;
   assert.ok(dropped(after) > dropped(before), `the server cancelled nothing: ${JSON.stringify(after.server)}`);
-  assert.ok(after.server.engine_aborts >= before.server.engine_aborts);
   // Escape dismisses the ghost text and leaves the document as typed.
   const typed = await value();
-  assert.ok(typed.endsWith('\nx = 1') || typed.includes('x = 1'), JSON.stringify(typed));
+  assert.match(typed, /\n\s*x = 1 $/);
   await page.keyboard.press('Escape');
   await page.waitForFunction(() => !document.querySelector('.ghost-text-decoration, .ghost-text'), null,
                              { timeout: 5000 });
