@@ -27,3 +27,17 @@ def test_read_source_skips_bad_files(tmp_path):
     assert corpus.read_source(tmp_path / "latin.py") is None
     assert corpus.read_source(tmp_path / "big.py") is None
     assert corpus.read_source(tmp_path / "ok.py").startswith("def f")
+
+
+def test_relpath_is_taken_below_the_innermost_package_dir(tmp_path):
+    root = tmp_path / "lib" / "python3.12"
+    assert corpus.relative_path(root / "site-packages" / "attr" / "_cmp.py", root) == "attr/_cmp.py"
+    assert corpus.relative_path(root / "asyncio" / "events.py", root) == "asyncio/events.py"
+    assert corpus.relative_path(root / "dist-packages" / "a" / "site-packages.py", root) == "a/site-packages.py"
+
+
+def test_heldout_content_never_occurs_in_train():
+    import hashlib
+
+    train = {hashlib.sha1(p.read_bytes()).hexdigest() for _, p in corpus.iter_files("train")}
+    assert not [r for r, p in corpus.iter_files("heldout") if hashlib.sha1(p.read_bytes()).hexdigest() in train]
