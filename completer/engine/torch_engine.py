@@ -236,7 +236,11 @@ class TorchEngine:
                 if run.aborted:                                # aborted during its step: drop the output
                     self._finish_aborted(run)
                     continue
-                self._commit(run, new)
+                try:
+                    self._commit(run, new)
+                except Exception as e:  # e.g. detokenization: fail this request, keep the scheduler alive
+                    if not run.done:
+                        self._fail(run, e)
 
     def _fail(self, run: _Running, e: Exception) -> None:
         run.done = True
