@@ -114,6 +114,17 @@ class Replayer:
             waits.append(asyncio.ensure_future(self._answer(rec, fut, now)))
 
         for ev in trace.events:
+            if ev.uri in syncing and (ev.edit is not None or ev.accept is not None):
+                # the user would not type what an accepted completion already inserted: skip these events at
+                # once and pull the rest of the trace earlier by the time they took
+                if ev.edit is not None:
+                    trace_docs[ev.uri] = tr.apply_edit(trace_docs[ev.uri], ev.edit)[0]
+                    if trace_docs[ev.uri] == docs[ev.uri]:
+                        syncing.discard(ev.uri)
+                shift += ev.t_ms - prev_t
+                prev_t = ev.t_ms
+                self.tick()
+                continue
             target = t0 + (ev.t_ms - shift) / 1000 / self.speed
             delay = target - time.perf_counter()
             if delay > 0:
@@ -126,24 +137,16 @@ class Replayer:
                     "uri": ev.uri, "languageId": ev.open["languageId"], "version": 1, "text": ev.open["text"]}})
             elif ev.edit is not None:
                 trace_docs[ev.uri] = tr.apply_edit(trace_docs[ev.uri], ev.edit)[0]
-                if ev.uri in syncing:        # typing what an accepted completion already inserted: skip it
-                    if trace_docs[ev.uri] == docs[ev.uri]:
-                        syncing.discard(ev.uri)
-                    shift += ev.t_ms - prev_t
-                else:
-                    await send_edit(ev.uri, ev.edit, "key", ev.cursor)
+                await send_edit(ev.uri, ev.edit, "key", ev.cursor)
             elif ev.accept is not None:
-                if ev.uri in syncing:
-                    shift += ev.t_ms - prev_t
-                else:
-                    accept_points += 1
-                    g = latest["ghost"] if latest is not None and latest["status"] == "shown" else None
-                    if g and g.strip() and ev.accept["intended"].startswith(g) and latest["uri"] == ev.uri:
-                        accepted += 1
-                        saved += len(g)
-                        latest["accepted"] = True
-                        await send_edit(ev.uri, tr.insert_edit(docs[ev.uri], latest["offset"], g), "accept", None)
-                        syncing.add(ev.uri)
+                accept_points += 1
+                g = latest["ghost"] if latest is not None and latest["status"] == "shown" else None
+                if g and g.strip() and ev.accept["intended"].startswith(g) and latest["uri"] == ev.uri:
+                    accepted += 1
+                    saved += len(g)
+                    latest["accepted"] = True
+                    await send_edit(ev.uri, tr.insert_edit(docs[ev.uri], latest["offset"], g), "accept", None)
+                    syncing.add(ev.uri)
             elif ev.reject is not None:
                 if latest is not None and latest["status"] == "shown":
                     latest["rejected"] = True
@@ -174,6 +177,7 @@ class Replayer:
         if "error" in msg:
             code = msg["error"].get("code")
             rec["error"] = code
+            rec["error_message"] = str(msg["error"].get("message"))[:200]
             if rec["status"] == "pending":
                 rec["status"] = "cancelled" if code == -32800 else "error"
             return

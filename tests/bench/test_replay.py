@@ -68,6 +68,10 @@ async def test_accepting_ghost_text_skips_the_keys_that_typed_it(tiny_engine):
     kinds = [r["kind"] for r in t["records"]]
     assert kinds == ["key"] * 3 + ["accept", "key"]              # the keys typing the ghost text were skipped
     assert t["final_equals_trace"]
+    # the skipped keys take no time: "#" is scheduled one inter-key gap after the accept
+    acc, last = t["records"][-2:]
+    scheduled = (last["t"] - last["lag_ms"] / 1000) - (acc["t"] - acc["lag_ms"] / 1000)
+    assert scheduled == pytest.approx(0.25, abs=0.05)
 
 
 async def test_no_cancel_runs_every_request_to_the_end(tiny_engine):
