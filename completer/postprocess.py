@@ -81,6 +81,15 @@ def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
 
+def _reindent_first(first: str, line_before: str, indent: str) -> str:
+    """The whitespace already typed on a blank line is part of the indentation: the model's first line must not
+    indent again. (Byte-level BPE splits "    return" as "   " + " return", so a prompt that ends in the whole
+    indentation makes the model emit the rest of it once more.)"""
+    if not first.strip():
+        return first
+    return (indent[len(line_before):] if indent.startswith(line_before) else "") + first.lstrip()
+
+
 def postprocess(completion: str, plan: PromptPlan) -> str:
     if not isinstance(completion, str) or not completion:
         return ""
@@ -99,6 +108,8 @@ def _postprocess(completion: str, plan: PromptPlan) -> str:
     rest = plan.suffix.split("\n", 1)[0].rstrip("\r")
     if plan.mode == "line":
         line = completion.split("\n", 1)[0]
+        if not line_before.strip():
+            line = _reindent_first(line, line_before, plan.indent)
         line = _trim_line_overlap(line, line_before, rest)
         return line.rstrip() if line.strip() else ""
 
@@ -120,6 +131,8 @@ def _postprocess(completion: str, plan: PromptPlan) -> str:
             # the model began with a newline on an already indented line: start on the cursor's line instead
             extra = _width(_indent(body[0])) - _width(line_before)
             first, body = " " * extra + body[0].lstrip(), body[1:]
+        elif first.strip():
+            first = _reindent_first(first, line_before, plan.indent)
     out = [first]
     suffix_lines = [l.strip() for l in plan.suffix.split("\n")[1:] if l.strip()]
     next_suffix = suffix_lines[0] if suffix_lines else None

@@ -38,6 +38,9 @@ CASES = [
     ("rust", "fn f() -> u32 {|}\n", "\n    1 + 2\n}\n\nfn g() {}", "\n    1 + 2\n"),
     ("rust", "fn f() -> u32 {|}\n", " 1 + 2 }", " 1 + 2"),                   # one line: stays on it
     ("python", "x = (|)\n", "<|endoftext|>", ""),
+    # the blank line's typed indentation is not repeated (BPE splits "    return" as "   " + " return")
+    ("python", "def f(x):\n    \"\"\"Doc.\"\"\"\n    |\n", "   return x", "return x"),
+    ("python", "def f(x):\n    |\n", "    y = x\n    return y", "y = x\n    return y"),
     ("python", "def f(x):|\r\n\r\ny = 1\r\n", "\r\n    return x\r\n\r\ny = 1", "\r\n    return x"),  # CRLF
     ("python", "print(foo(|))\r\n", "a, b))", "a, b"),
     ("python", "x = foo(|)\n", "1)<|endoftext|>junk", "1"),
