@@ -7,7 +7,6 @@ a tiny random-weight pair built here in a second, so the protocol and lifecycle 
 from __future__ import annotations
 
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -19,8 +18,9 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 sys.path.insert(0, str(Path(__file__).parent))
 from e2e_helpers import init_params, wait_engine_ready  # noqa: E402
 
-HOUSE = Path(__file__).resolve().parents[2] / "completer" / "models" / "house"
-SPECIAL = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>", "<|file_sep|>"]
+sys.path.append(str(Path(__file__).parents[1]))       # tests/engine_models.py
+import engine_models  # noqa: E402
+
 SERVER = [sys.executable, "-m", "lsp.server", "--log-level", "WARNING"]
 
 
@@ -29,44 +29,9 @@ TEST_DEFAULTS = {"maxTokens": 16, "debounceMs": 5, "contextBudgetTokens": 1024, 
                  "typeThroughCache": True, "template": "auto"}
 
 
-def house_available() -> bool:
-    return all((HOUSE / n / "model.safetensors").is_file() for n in ("target", "draft"))
-
-
-def _tiny_pair(root: Path) -> tuple[str, str]:
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    from completer.models.llama import LlamaForCausalLM, ModelConfig
-
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train([str(stdlib / n) for n in ("textwrap.py", "bisect.py")],
-              trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIAL, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    out = []
-    for name, layers in (("target", 2), ("draft", 1)):
-        cfg = ModelConfig(vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
-                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-                          eos_token_id=0, tie_word_embeddings=False)
-        model = LlamaForCausalLM(cfg)
-        model.init_weights(7)
-        with torch.no_grad():
-            model.model.norm.weight.fill_(12.0)
-        model.save_pretrained(root / name, dtype=torch.float32)
-        tok.save(str(root / name / "tokenizer.json"))
-        out.append(str(root / name))
-    return out[0], out[1]
-
-
 @pytest.fixture(scope="session")
 def engine_options(tmp_path_factory) -> dict:
-    if house_available():
-        return {"model": "house:target", "draft": "house:draft", "device": "cpu"}
-    target, draft = _tiny_pair(tmp_path_factory.mktemp("tiny-pair"))
-    return {"model": target, "draft": draft, "device": "cpu"}
+    return engine_models.engine_options(tmp_path_factory.mktemp("tiny-pair"))
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER), scope="module")

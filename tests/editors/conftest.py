@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent))        # the tests import helpers from this conftest
+sys.path.append(str(Path(__file__).parents[1]))       # tests/engine_models.py
 import engine_models  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

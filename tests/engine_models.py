@@ -1,4 +1,4 @@
-"""The engine the editor tests run: the shipped house pair when it is there, else a tiny random-weight pair.
+"""The engine the end-to-end, editor and bench tests run: the shipped house pair when it is there, else a tiny random-weight pair.
 
 The tiny pair (same recipe as tests/e2e) is built in about a second, so every client is exercised against the
 real server and a real engine even before the house models land. ``engine_options(root)`` returns the
