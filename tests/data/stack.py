@@ -5,10 +5,10 @@ class Stack:
         self.items = []
 
     def push(self, item):
-        self.items.
+        self.items.append(item)
 
     def pop(self):
-        return self.items.pop()
+        return self.items.
 
     def __len__(self):
         return len(self.items)
