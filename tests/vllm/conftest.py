@@ -14,8 +14,14 @@ from completer.engine import EngineConfig
 HOUSE = Path(__file__).resolve().parents[2] / "completer" / "models" / "house"
 
 
+def vllm_installed() -> bool:
+    """A real vLLM, not the namespace package ``bench/vllm`` becomes when ``bench/`` is on sys.path."""
+    spec = importlib.util.find_spec("vllm")
+    return spec is not None and spec.origin is not None
+
+
 def gpu_skip_reason() -> str | None:
-    if importlib.util.find_spec("vllm") is None:
+    if not vllm_installed():
         return "vLLM is not installed (optional extra 'vllm'; needs a CUDA GPU)"
     import torch
 

@@ -105,7 +105,8 @@ def test_merge_matches_record_draft():
     assert a.snapshot() == b.snapshot()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None
+                    and importlib.util.find_spec("vllm").origin is not None, reason="vLLM is installed here")
 def test_without_vllm_the_error_says_how_to_get_it():
     with pytest.raises(EngineError, match="completer\\[vllm\\]"):
         create_engine(cfg(speculation="none"))
