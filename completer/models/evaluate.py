@@ -59,17 +59,15 @@ def line_tasks(texts: list[str], n: int, rng: random.Random) -> list[tuple[str, 
 
 
 @torch.no_grad()
-def greedy(model, ids: list[int], max_new: int, stop_ids: set[int], stop_text, tok, device) -> list[int]:
+def greedy(model, ids: list[int], max_new: int, eos: int, device) -> list[int]:
     cache = model.new_cache(len(ids) + max_new + 1)
     logits = model(torch.tensor([ids], device=device), cache, last_only=True)
     out: list[int] = []
     for _ in range(max_new):
         nxt = int(logits[0, -1].argmax())
-        if nxt in stop_ids:
+        if nxt == eos:
             break
         out.append(nxt)
-        if stop_text(tok.decode(out)):
-            break
         logits = model(torch.tensor([[nxt]], device=device), cache)
     return out
 
@@ -105,9 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     for prefix, line, suffix in tqdm(tasks, desc="next-line + acceptance"):
         suf, pre = tok.encode(suffix).ids[:400], tok.encode(prefix).ids[-1200:]   # fit the 2048 positions
         ids = [sp[FIM_SUFFIX]] + suf + [sp[FIM_PREFIX]] + pre + [sp[FIM_MIDDLE]]
-        got = greedy(target, ids, 48, {eos}, lambda s: "\n" in s, tok, device)
+        # one greedy run serves both: its first line is the next-line answer (greedy is deterministic, so stopping
+        # at the newline would give the same line), its first 32 tokens the trajectory the draft is scored on
+        got = greedy(target, ids, 48, eos, device)
         exact += tok.decode(got).split("\n")[0].rstrip() == line.rstrip("\n").rstrip()
-        cont = greedy(target, ids, 32, {eos}, lambda s: False, tok, device)
+        cont = got[:32]
         if not cont:
             continue
         full = torch.tensor([ids + cont], device=device)
