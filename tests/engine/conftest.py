@@ -78,38 +78,37 @@ def house_available() -> bool:
     return all((HOUSE / n / "model.safetensors").is_file() for n in ("target", "draft"))
 
 
-@pytest.fixture
-def make_engine(tiny_pair):
-    """Factory: make_engine(**EngineConfig overrides) on the tiny pair, CPU; closed after the test."""
+def _engine_factory(defaults: dict):
+    """A factory of TorchEngines with ``defaults`` under the caller's overrides, and the closer for after the test."""
     made = []
 
     def factory(**kw) -> TorchEngine:
-        base = dict(model=str(tiny_pair[0]), draft=str(tiny_pair[1]), device="cpu")
-        base.update(kw)
-        eng = TorchEngine(EngineConfig(**base))
+        eng = TorchEngine(EngineConfig(**{**defaults, **kw}))
         made.append(eng)
         return eng
 
+    def close() -> None:
+        for eng in made:
+            eng._closed = True
+            eng._pool.shutdown(wait=False)
+
+    return factory, close
+
+
+@pytest.fixture
+def make_engine(tiny_pair):
+    """Factory: make_engine(**EngineConfig overrides) on the tiny pair, CPU; closed after the test."""
+    factory, close = _engine_factory(dict(model=str(tiny_pair[0]), draft=str(tiny_pair[1]), device="cpu"))
     yield factory
-    for eng in made:
-        eng._closed = True
-        eng._pool.shutdown(wait=False)
+    close()
 
 
 @pytest.fixture
 def house_engine():
     """Factory like make_engine, on the shipped house pair."""
-    made = []
-
-    def factory(**kw) -> TorchEngine:
-        eng = TorchEngine(EngineConfig(**{"device": "cpu", **kw}))
-        made.append(eng)
-        return eng
-
+    factory, close = _engine_factory({"device": "cpu"})
     yield factory
-    for eng in made:
-        eng._closed = True
-        eng._pool.shutdown(wait=False)
+    close()
 
 
 @pytest.fixture(scope="session")
