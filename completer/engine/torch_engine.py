@@ -23,7 +23,7 @@ from tokenizers import Tokenizer
 
 from ..models import resolve_model
 from ..models.llama import KVCache, LlamaForCausalLM
-from ..spec import DraftProposer, Sampling, decode_one, make_schedule, prefill, propose_ngram, speculative_step
+from ..speculative import DraftProposer, Sampling, decode_one, make_schedule, prefill, propose_ngram, speculative_step
 from .base import Chunk, Counters, EngineError, Request, apply_stop, held_back
 from .config import EngineConfig
 

@@ -10,7 +10,7 @@ import torch
 from completer.engine import EngineConfig, EngineError, Request, create_engine
 from completer.engine.torch_engine import TorchEngine, _Running
 from completer.models.llama import LlamaForCausalLM, ModelConfig
-from completer.spec import DraftProposer, Sampling, speculative_step
+from completer.speculative import DraftProposer, Sampling, speculative_step
 
 _p = Path(__file__).resolve().parents[1] / "engine_contract.py"
 _spec = importlib.util.spec_from_file_location("engine_contract", _p)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from completer.spec import AdaptiveK, FixedK, Sampling, make_schedule, propose_ngram, verify_greedy, verify_sampling
+from completer.speculative import AdaptiveK, FixedK, Sampling, make_schedule, propose_ngram, verify_greedy, verify_sampling
 
 
 # (tokens, k, ngram_min, ngram_max, expected) in the style of vLLM's ngram proposer tests

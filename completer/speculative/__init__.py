@@ -1,7 +1,7 @@
 """Speculative decoding: proposers (n-gram prompt lookup, draft model), verification, adaptive k, the step."""
 
-from .decode import StepResult, decode_one, prefill, speculative_step
-from .draft import DraftProposer, catch_up
+from .decode import StepResult, catch_up, decode_one, prefill, speculative_step
+from .draft import DraftProposer
 from .ngram import propose_ngram
 from .sampling import Sampling
 from .schedule import AdaptiveK, FixedK, make_schedule

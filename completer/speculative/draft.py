@@ -7,25 +7,8 @@ from typing import Sequence
 import torch
 
 from ..models.llama import KVCache, LlamaForCausalLM
+from .decode import catch_up
 from .sampling import Sampling
-
-
-@torch.inference_mode()
-def catch_up(model: LlamaForCausalLM, cache: KVCache, tokens: Sequence[int], n_vocab: int) -> tuple[torch.Tensor, int]:
-    """Make ``cache`` hold ``tokens[:-1]`` plus the last token and return the logits [V] after ``tokens``.
-
-    Keeps the longest prefix of the cache that equals ``tokens`` (at most ``len(tokens) - 1`` positions, so that at
-    least one token is computed), drops the rest and runs the model on what is missing. Returns (logits, reused).
-    """
-    n = min(len(tokens) - 1, cache.length)
-    cached = cache.tokens
-    reused = 0
-    while reused < n and cached[reused] == tokens[reused]:
-        reused += 1
-    cache.truncate(reused)
-    ids = torch.tensor([list(tokens[reused:])], dtype=torch.long, device=cache.device)
-    logits = model(ids, cache=cache, last_only=True)[0, -1, :n_vocab]
-    return logits, reused
 
 
 class DraftProposer:
