@@ -88,6 +88,9 @@ class Engine(Protocol):
     """What the language server and the benchmarks need from a backend."""
 
     name: str
+    prompt_template: str
+    """The fill-in-the-middle template of the model it serves (a ``completer.prompt.TEMPLATES`` name): the engine
+    knows its model folder, so callers ask it instead of looking the folder up again."""
 
     def generate(self, request: Request) -> AsyncIterator[Chunk]:
         """Stream the completion of ``request``; closing the iterator aborts the request."""

@@ -173,6 +173,10 @@ class SupervisedEngine:
         c["supervisor"] = asdict(self._stats)
         return c
 
+    @property
+    def prompt_template(self) -> str:
+        return self.inner.prompt_template
+
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(clean_text(text) if _has_surrogates(text) else text)
 

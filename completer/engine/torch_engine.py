@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import itertools
+import functools
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -23,6 +23,7 @@ from tokenizers import Tokenizer
 
 from ..models import resolve_model
 from ..models.llama import KVCache, LlamaForCausalLM
+from ..prompt import template_for_model
 from ..speculative import DraftProposer, Sampling, decode_one, make_schedule, prefill, propose_ngram, speculative_step
 from .base import Chunk, Counters, EngineError, Request, apply_stop, held_back
 from .config import EngineConfig
@@ -149,6 +150,11 @@ class TorchEngine:
 
     def counters(self) -> dict:
         return self._counters.snapshot()
+
+    @functools.cached_property
+    def prompt_template(self) -> str:
+        """The target model's FIM template, read off its folder once (ValueError when it shows none)."""
+        return template_for_model(self.model_path)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)

@@ -14,11 +14,13 @@ without vLLM.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from pathlib import Path
 from typing import Any, AsyncIterator
 
 from ..models import resolve_model
+from ..prompt import template_for_model
 from .base import Chunk, Counters, EngineError, Request
 from .config import EngineConfig
 
@@ -163,6 +165,11 @@ class VLLMEngine:
 
     def counters(self) -> dict:
         return self._counters.snapshot()
+
+    @functools.cached_property
+    def prompt_template(self) -> str:
+        """The target model's FIM template, read off its folder once (ValueError when it shows none)."""
+        return template_for_model(self.model_path)
 
     async def generate(self, request: Request) -> AsyncIterator[Chunk]:
         if self._closed:
