@@ -12,8 +12,11 @@ Templates (``TEMPLATES``):
 - ``starcoder``: StarCoder/StarCoder2 PSM ``<fim_prefix>C P<fim_suffix>S<fim_middle>``.
 - ``codellama``: Code Llama PSM ``<PRE> C P <SUF>S <MID>`` (the spaces are part of its format).
 - ``deepseek``: DeepSeek-Coder ``<｜fim▁begin｜>C P<｜fim▁hole｜>S<｜fim▁end｜>``.
+- ``plain``: a left-to-right model without FIM tokens (SmolLM2, most GGUF chat/base models): ``C P`` only; the
+  suffix is not in the prompt (postprocess still drops text that repeats what follows the cursor).
 
-``template_for_model(folder)`` guesses the family from the checkpoint's config.json and tokenizer special tokens.
+``template_for_model(folder)`` guesses the family from the checkpoint's config.json and tokenizer special tokens;
+a ``"completer_template"`` key in config.json (written for GGUF files by ``completer.models.gguf``) decides first.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-TEMPLATES = ("house", "qwen", "starcoder", "codellama", "deepseek")
+TEMPLATES = ("house", "qwen", "starcoder", "codellama", "deepseek", "plain")
 
 # The end-of-text / file-separator strings each family may emit; the engine stops on EOS itself, these are for
 # postprocess-independent stop lists.
@@ -31,6 +34,7 @@ END_TOKENS = {
     "starcoder": ("<|endoftext|>", "<file_sep>"),
     "codellama": ("<EOT>", "</s>"),
     "deepseek": ("<｜end▁of▁sentence｜>", "<|EOT|>"),
+    "plain": ("<|endoftext|>", "</s>", "<|im_end|>", "<|eot_id|>"),
 }
 
 
@@ -49,6 +53,8 @@ def fim_prompt(prefix: str, suffix: str, template: str, context: str = "") -> st
         return f"<PRE> {before} <SUF>{suffix} <MID>"
     if template == "deepseek":
         return f"<｜fim▁begin｜>{before}<｜fim▁hole｜>{suffix}<｜fim▁end｜>"
+    if template == "plain":
+        return before
     raise ValueError(f"unknown FIM template {template!r}; expected one of {', '.join(TEMPLATES)}")
 
 
@@ -93,6 +99,8 @@ def template_for_model(model_folder) -> str:
         is_house = folder.resolve().parent == HOUSE_DIR.resolve()
     except OSError:
         is_house = False
+    if config.get("completer_template") in TEMPLATES:
+        return config["completer_template"]
     if is_house or config.get("completer_house"):
         return "house"
     if "<|fim_prefix|>" in tokens and str(config.get("model_type", "")).lower() == "llama":

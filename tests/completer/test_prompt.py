@@ -15,6 +15,7 @@ from completer.prompt import fim_prompt, template_for_model
     ("starcoder", "<fim_prefix># c\nP<fim_suffix>S<fim_middle>"),
     ("codellama", "<PRE> # c\nP <SUF>S <MID>"),
     ("deepseek", "<｜fim▁begin｜># c\nP<｜fim▁hole｜>S<｜fim▁end｜>"),
+    ("plain", "# c\nP"),                       # left-to-right model: no suffix in the prompt
 ])
 def test_template_formats(template, expected):
     assert fim_prompt("P", "S", template, context="# c") == expected
@@ -63,3 +64,9 @@ def test_shipped_house_models_use_the_house_template():
         pytest.skip("no house model shipped yet")
     for folder in folders:
         assert template_for_model(folder) == "house"
+
+
+def test_config_template_key_decides_first(tmp_path):
+    """GGUF folders (completer.models.gguf) name their template; a model without FIM tokens gets "plain"."""
+    folder = _folder(tmp_path, ["<|endoftext|>", "<|im_start|>"], {"model_type": "llama", "completer_template": "plain"})
+    assert template_for_model(folder) == "plain"
