@@ -278,7 +278,10 @@ class LlamaForCausalLM(nn.Module):
             model = cls(config)
         state: dict[str, torch.Tensor] = {}
         files = sorted(path.glob("*.safetensors"))
-        if not files:
+        if not files and (path / "model.gguf").exists():   # a GGUF file, resolved by completer.models.gguf
+            from .gguf import read_state_dict
+            state = read_state_dict(path / "model.gguf", config)
+        elif not files:
             raise FileNotFoundError(f"no *.safetensors weights in {path}")
         for f in files:
             state.update(load_file(str(f)))
