@@ -31,7 +31,6 @@ class Item:
     kind: str        # "scope" | "definition" | "import"
     name: str        # defined name ("" for imports and anonymous scopes)
     line: int        # first line of the node in the document (0-based)
-    end_line: int    # last line of the node
     text: str        # header / signature (up to the body) or the import statement, original indentation kept
     parent: str = "" # name of the scope a definition sits in (e.g. its class)
 
@@ -43,7 +42,6 @@ class Outline:
     imports: list[Item] = field(default_factory=list)
     definitions: list[Item] = field(default_factory=list)
     near_names: list[str] = field(default_factory=list)     # used near the cursor, nearest first
-    has_error: bool = False
     empty_body: bool = False                                # the cursor is in a block with no statements
 
 
@@ -172,7 +170,7 @@ def _fallback_scopes(lines: list[str], cursor_line: int, cursor_indent: int, ope
             limit = w
             if line.rstrip().endswith(opener) or re.match(r"\s*(def|class|fn|func|function|impl|struct|namespace|"
                                                          r"pub|async|export|interface|enum|trait)\b", line):
-                found.append(Item("scope", "", i, cursor_line, line.rstrip()))
+                found.append(Item("scope", "", i, line.rstrip()))
             if w == 0:
                 break
     if opener == "{" and found and _width(_indent_of(lines[found[-1].line])) == 0:
@@ -187,7 +185,7 @@ def _fallback_scopes(lines: list[str], cursor_line: int, cursor_indent: int, ope
                 if closers:
                     closers -= 1
                 else:
-                    found.append(Item("scope", "", i, cursor_line, line.rstrip()))
+                    found.append(Item("scope", "", i, line.rstrip()))
     return found[::-1]
 
 
@@ -255,6 +253,156 @@ def _window(text: str, offset: int) -> tuple[int, int]:
     return ws, we
 
 
+@dataclass(frozen=True)
+class _Cursor:
+    """Where the cursor is in the parsed window, in the units each step needs (tree-sitter works in bytes and rows
+    of the window; items report lines of the whole document, hence ``base_line``)."""
+    window: str          # the parsed characters
+    buf: bytes           # the same, UTF-8
+    base_line: int       # document line of the window's first line
+    rel: int             # cursor offset in ``window`` (characters)
+    byte: int            # cursor offset in ``buf``
+    row: int             # cursor row in the window
+    line_start: int      # character offset of the cursor's line in ``window``
+    indent: int          # indentation width that the cursor's code sits at (what is typed on a blank line)
+
+    def line_text(self, node) -> str:
+        """The text of the node's first line before the node (its indentation, or what precedes it)."""
+        s = self.buf.rfind(b"\n", 0, node.start_byte) + 1
+        return self.buf[s:node.start_byte].decode("utf-8", "replace")
+
+
+def _locate(window: str, base_line: int, rel: int) -> _Cursor:
+    row = window.count("\n", 0, rel)
+    line_start = window.rfind("\n", 0, rel) + 1
+    cursor_byte = len(window[:rel].encode("utf-8")) if not window.isascii() else rel
+    line_end = window.find("\n", rel)
+    cur_line = window[line_start: len(window) if line_end < 0 else line_end]
+    before_cursor = window[line_start:rel]
+    indent = _width(before_cursor if not before_cursor.strip() else _indent_of(cur_line))
+    return _Cursor(window, window.encode("utf-8"), base_line, rel, cursor_byte, row, line_start, indent)
+
+
+def _near_range(buf: bytes, cursor_byte: int, lines_before: int, lines_after: int) -> tuple[int, int]:
+    """Byte range from the start of the line ``lines_before`` lines above the cursor to the end of the line
+    ``lines_after`` lines below it, looking at most 6000 bytes back and 2000 forward (minified lines are long)."""
+    floor, ceil = max(0, cursor_byte - 6000), min(len(buf), cursor_byte + 2000)
+    lo = cursor_byte
+    for _ in range(lines_before + 1):
+        nl = buf.rfind(b"\n", floor, lo)
+        if nl < 0:
+            lo = floor if floor > 0 else 0
+            break
+        lo = nl
+    else:
+        lo += 1
+    if lo < len(buf) and buf[lo:lo + 1] == b"\n":
+        lo += 1
+    hi = cursor_byte
+    for _ in range(lines_after + 1):
+        nl = buf.find(b"\n", hi + 1, ceil)
+        if nl < 0:
+            hi = ceil
+            break
+        hi = nl
+    return lo, hi
+
+
+def _near_names(root, names_query, cur: _Cursor, lo: int, hi: int) -> list[str]:
+    """Identifiers used in ``[lo, hi)``, nearest first (a line below counts a little further than the same line
+    above); the word the cursor touches is being typed, so it is left out."""
+    from tree_sitter import QueryCursor
+    nc = QueryCursor(names_query)
+    nc.set_byte_range(lo, max(lo, hi))
+    used: dict[str, int] = {}
+    for node in nc.captures(root).get("identifier", ()):
+        if node.start_byte <= cur.byte <= node.end_byte or not lo <= node.start_byte < hi:
+            continue
+        r = node.start_point[0]
+        dist = abs(r - cur.row) * 2 + (1 if r > cur.row else 0)
+        name = node.text.decode("utf-8", "replace")
+        if name not in used or dist < used[name]:
+            used[name] = dist
+    return sorted(used, key=lambda n: (used[n], n))
+
+
+def _encloses(node, cur: _Cursor, language: str) -> bool:
+    """Whether a scope node starting on a line above the cursor encloses it. In an indented language a block ends
+    at its last statement, so a cursor on a blank line after it is still inside when it is indented deeper than
+    the header."""
+    if node.start_byte >= cur.byte or node.start_point[0] >= cur.row:
+        return False
+    if cur.byte <= node.end_byte:
+        return True
+    if language in INDENTED and not cur.buf[node.end_byte:cur.byte].strip():
+        return cur.indent > _width(_indent_of(cur.line_text(node)))
+    return False
+
+
+def _imports(matches, buf: bytes, base_line: int = 0) -> list[Item]:
+    """Import statements captured in the tree, as written."""
+    return [Item("import", "", base_line + node.start_point[0],
+                 buf[node.start_byte:node.end_byte].decode("utf-8", "replace").rstrip())
+            for node, _ in _captures(matches, "import")]
+
+
+def _scopes(matches, cur: _Cursor, language: str) -> list[Item]:
+    """The scopes that enclose the cursor, outermost first, one per header line."""
+    found = [(node.start_byte, -node.end_byte, node, name) for node, name in _captures(matches, "scope")
+             if _encloses(node, cur, language)]
+    found.sort(key=lambda s: (s[0], s[1]))
+    items, seen_lines = [], set()
+    for _, _, node, name in found:
+        if node.start_point[0] not in seen_lines:
+            seen_lines.add(node.start_point[0])
+            items.append(Item("scope", name, cur.base_line + node.start_point[0],
+                              _header(cur.buf, node, cur.line_text(node))))
+    return items
+
+
+def _indentation_scopes(cur: _Cursor, language: str) -> list[Item]:
+    """The enclosing scopes found by indentation alone (for trees with errors while the user types)."""
+    lines = cur.window[max(0, cur.line_start - 200_000):cur.line_start].split("\n")
+    first = cur.row - (len(lines) - 1)
+    fb = _fallback_scopes(lines, len(lines) - 1, cur.indent, ":" if language in INDENTED else "{")
+    return [Item("scope", "", cur.base_line + first + it.line, it.text) for it in fb]
+
+
+def _definitions(matches, cur: _Cursor, wanted) -> list[Item]:
+    """Definitions whose name ``wanted`` accepts, in document order, each once (a node may match twice), with the
+    class / impl / namespace around it as parent."""
+    found = [(node.start_byte, -node.end_byte, node, name) for node, name in _captures(matches, "definition")
+             if name and wanted(name)]
+    found.sort(key=lambda d: (d[0], d[1]))
+    items, seen = [], set()
+    for _, _, node, name in found:
+        key = (node.start_point[0], name)
+        if key not in seen:
+            seen.add(key)
+            items.append(Item("definition", name, cur.base_line + node.start_point[0],
+                              _signature(cur.buf, node, cur.line_text(node)), _container(node)))
+    return items
+
+
+def _captures(matches, capture: str):
+    """(node, name) for each node captured as ``capture``; the name is the match's ``@name`` capture or ""."""
+    for _, caps in matches:
+        name_nodes = caps.get("name", ())
+        name = name_nodes[0].text.decode("utf-8", "replace") if name_nodes else ""
+        for node in caps.get(capture, ()):
+            yield node, name
+
+
+def _head_imports(text: str, window_start: int, language: str, structure) -> list[Item]:
+    """Imports at the top of a huge file whose parsed window starts below them."""
+    head_end = text.rfind("\n", 0, min(window_start, HEAD_CHARS)) + 1
+    if head_end <= 0:
+        return []
+    from tree_sitter import QueryCursor
+    head = text[:head_end].encode("utf-8")
+    return _imports(QueryCursor(structure).matches(_parser(language).parse(head).root_node), head)
+
+
 def outline(text: str, language: str, offset: int, *, near_before: int = 30, near_after: int = 8,
             all_definitions: bool = False, key: str = "") -> Outline | None:
     """The outline of ``text`` (already sanitized) at character ``offset``; None for languages without a grammar.
@@ -267,111 +415,20 @@ def outline(text: str, language: str, offset: int, *, near_before: int = 30, nea
     structure, names = qs
     from tree_sitter import QueryCursor
     ws, we = _window(text, offset)
-    window = text[ws:we]
-    base_line = text.count("\n", 0, ws)
-    buf = window.encode("utf-8")
-    root = parse(language, buf, key if ws == 0 else "").root_node
-    rel = offset - ws
-    row = window.count("\n", 0, rel)
-    line_start = window.rfind("\n", 0, rel) + 1
-    cursor_byte = len(window[:rel].encode("utf-8")) if not window.isascii() else rel
-    line_end = window.find("\n", rel)
-    cur_line = window[line_start: len(window) if line_end < 0 else line_end]
-    before_cursor = window[line_start:rel]
-    cursor_indent = _width(before_cursor if not before_cursor.strip() else _indent_of(cur_line))
-    out = Outline(language, has_error=root.has_error, empty_body=_in_empty_block(root, cursor_byte))
-
-    def line_text(node) -> str:
-        s = buf.rfind(b"\n", 0, node.start_byte) + 1
-        return buf[s:node.start_byte].decode("utf-8", "replace")
-
-    # names used near the cursor, nearest first; the word the cursor touches is being typed: leave it out
-    floor, ceil = max(0, cursor_byte - 6000), min(len(buf), cursor_byte + 2000)
-    lo_b = cursor_byte
-    for _ in range(near_before + 1):          # back to the start of the line near_before lines up
-        nl = buf.rfind(b"\n", floor, lo_b)
-        if nl < 0:
-            lo_b = floor if floor > 0 else 0
-            break
-        lo_b = nl
-    else:
-        lo_b += 1
-    if lo_b < len(buf) and buf[lo_b:lo_b + 1] == b"\n":
-        lo_b += 1
-    hi_b = cursor_byte
-    for _ in range(near_after + 1):           # forward to the end of the line near_after lines down
-        nl = buf.find(b"\n", hi_b + 1, ceil)
-        if nl < 0:
-            hi_b = ceil
-            break
-        hi_b = nl
-    nc = QueryCursor(names)
-    nc.set_byte_range(lo_b, max(lo_b, hi_b))
-    used: dict[str, int] = {}
-    for node in nc.captures(root).get("identifier", ()):
-        if node.start_byte <= cursor_byte <= node.end_byte or not lo_b <= node.start_byte < hi_b:
-            continue
-        r = node.start_point[0]
-        dist = abs(r - row) * 2 + (1 if r > row else 0)
-        name = node.text.decode("utf-8", "replace")
-        if name not in used or dist < used[name]:
-            used[name] = dist
-    out.near_names = sorted(used, key=lambda n: (used[n], n))
-
-    scopes, defs = [], []
-    for _, caps in QueryCursor(structure).matches(root):
-        name_nodes = caps.get("name", ())
-        name = name_nodes[0].text.decode("utf-8", "replace") if name_nodes else ""
-        for node in caps.get("import", ()):
-            body = buf[node.start_byte:node.end_byte].decode("utf-8", "replace").rstrip()
-            out.imports.append(Item("import", "", base_line + node.start_point[0], base_line + node.end_point[0],
-                                    body))
-        for node in caps.get("scope", ()):
-            if node.start_byte >= cursor_byte or node.start_point[0] >= row:
-                continue        # at or after the cursor's line: already in the prefix, or not enclosing
-            inside = cursor_byte <= node.end_byte
-            if not inside and language in INDENTED and not buf[node.end_byte:cursor_byte].strip():
-                inside = cursor_indent > _width(_indent_of(line_text(node)))
-            if inside:
-                scopes.append((node.start_byte, -node.end_byte, node, name))
-        for node in caps.get("definition", ()):
-            if name and (all_definitions or name in used):
-                defs.append((node.start_byte, node.end_byte, node, name))
-    scopes.sort(key=lambda s: (s[0], s[1]))
-    seen_scope_lines = set()
-    for _, _, node, name in scopes:
-        if node.start_point[0] not in seen_scope_lines:
-            seen_scope_lines.add(node.start_point[0])
-            out.scopes.append(Item("scope", name, base_line + node.start_point[0], base_line + node.end_point[0],
-                                   _header(buf, node, line_text(node))))
+    cur = _locate(text[ws:we], text.count("\n", 0, ws), offset - ws)
+    root = parse(language, cur.buf, key if ws == 0 else "").root_node
+    out = Outline(language, empty_body=_in_empty_block(root, cur.byte))
+    out.near_names = _near_names(root, names, cur, *_near_range(cur.buf, cur.byte, near_before, near_after))
+    matches = list(QueryCursor(structure).matches(root))
+    out.imports = _imports(matches, cur.buf, cur.base_line)
+    out.scopes = _scopes(matches, cur, language)
     if root.has_error or not out.scopes:
-        lines = window[max(0, line_start - 200_000):line_start].split("\n")
-        first = row - (len(lines) - 1)
-        fb = _fallback_scopes(lines, len(lines) - 1, cursor_indent, ":" if language in INDENTED else "{")
-        fb = [Item("scope", "", base_line + first + it.line, base_line + row, it.text) for it in fb]
-        if len(fb) > len(out.scopes):
-            out.scopes = fb
-    # definitions: dedupe (a node may match twice); the parent is the class / impl / namespace around it
-    defs.sort(key=lambda d: (d[0], -d[1]))
-    seen = set()
-    for start, end, node, name in defs:
-        key = (node.start_point[0], name)
-        if key in seen:
-            continue
-        seen.add(key)
-        out.definitions.append(Item("definition", name, base_line + node.start_point[0],
-                                    base_line + node.end_point[0], _signature(buf, node, line_text(node)),
-                                    _container(node)))
-    if ws > 0:  # a huge file: its imports are at the top, outside the parsed window
-        head_end = text.rfind("\n", 0, min(ws, HEAD_CHARS)) + 1
-        if head_end > 0:
-            head = text[:head_end].encode("utf-8")
-            hroot = _parser(language).parse(head).root_node
-            hitems = []
-            for _, caps in QueryCursor(structure).matches(hroot):
-                for node in caps.get("import", ()):
-                    hitems.append(Item("import", "", node.start_point[0], node.end_point[0],
-                                       head[node.start_byte:node.end_byte].decode("utf-8", "replace").rstrip()))
-            out.imports = hitems + out.imports
+        fallback = _indentation_scopes(cur, language)
+        if len(fallback) > len(out.scopes):
+            out.scopes = fallback
+    near = set(out.near_names)
+    out.definitions = _definitions(matches, cur, (lambda n: True) if all_definitions else near.__contains__)
+    if ws > 0:
+        out.imports = _head_imports(text, ws, language, structure) + out.imports
     out.imports.sort(key=lambda it: it.line)
     return out
