@@ -6,6 +6,7 @@ import bisect
 import functools
 import logging
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from completer.prompt import END_TOKENS, fim_prompt
@@ -151,6 +152,18 @@ def _prefix_window(before: str, budget: int, count: Callable[[str], int], lines:
         keep //= 2
 
 
+SCOPE, IMPORT, SIGNATURE = 2, 3, 4        # context classes, in priority order (1 is the near text itself)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One context item that may go into the prompt's comment block."""
+    priority: int        # SCOPE | IMPORT | SIGNATURE: strict between classes, greedy within one
+    source: str          # URI of the document it comes from
+    item: Item
+    line: str            # as rendered in the block (a scope header, an import, a one-line signature)
+
+
 def _render(sections: list[tuple[str, list[str]]], comment: str) -> str:
     out = []
     for title, lines in sections:
@@ -166,118 +179,114 @@ def _sig(item: Item) -> str:
     return f"{sig}  (in {item.parent})" if item.parent else sig
 
 
-def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] = (),
-                 count_tokens: Callable[[str], int], budget_tokens: int = 1024,
-                 template: str = "house", max_tokens: int = 64) -> PromptPlan:
-    fim_prompt("", "", template)                      # unknown template: ValueError before any work
-    text = sanitize(doc.text if isinstance(doc.text, str) else "")
-    offset = _clamp(offset, len(text))
-    language = canonical_language(doc.language_id, doc.uri)
-    ol = None
-    if language != "text":
-        try:
-            ol = outline(text, language, offset, key=doc.uri)
-        except Exception as e:  # a grammar bug must not cost the user a completion
-            log.warning("tree-sitter outline failed for %s: %s: %s", doc.uri, type(e).__name__, e)
-    mode = choose_mode(text, offset, language, empty_body=bool(ol and ol.empty_body))
-
+def _safe_counter(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
+    """``count_tokens`` that never raises: a tokenizer that chokes on odd text must not cost the completion."""
     def count(s: str) -> int:
         if not s:
             return 0
         try:
             return int(count_tokens(s))
-        except Exception as e:  # a tokenizer that chokes on odd text must not cost the completion
+        except Exception as e:
             log.warning("count_tokens failed (%s: %s); estimating 3 characters a token", type(e).__name__, e)
             return len(s) // 3 + 1
+    return count
 
-    overhead = count(fim_prompt("", "", template))
-    budget = max(16, int(budget_tokens) - overhead)
-    before, after = text[:offset], text[offset:]
-    # (1) near text: suffix first (it depends only on text after the cursor), then the reserved near prefix
-    suffix = _suffix_window(after, int(budget * SUFFIX_SHARE), count)
-    suffix_tokens = count(suffix)
-    lines = Lines(text, max(0, offset - budget * CHARS_PER_TOKEN_MAX), offset)
-    near_budget = int(budget * NEAR_SHARE)
-    near_start = _prefix_window(before, near_budget, count, lines)
-    near_line = lines.line_of(near_start)
-    ctx_budget = max(0, budget - suffix_tokens - near_budget)
 
-    comment = comment_prefix(language)
-    chosen: list[tuple[int, str, Item, str]] = []    # (priority, source uri, item, rendered line)
+def _outline_or_none(text: str, language: str, offset: int, uri: str):
+    """The document's outline, or None for plain text or when the grammar fails (a grammar bug must not cost the
+    user a completion)."""
+    if language == "text":
+        return None
+    try:
+        return outline(text, language, offset, key=uri)
+    except Exception as e:
+        log.warning("tree-sitter outline failed for %s: %s: %s", uri, type(e).__name__, e)
+        return None
+
+
+def _other_definitions(others: Sequence[SourceFile], doc: SourceFile, language: str):
+    """(uri, item) for the definitions of the other open documents of this language family."""
+    seen_uris = {doc.uri}
+    for other in sorted(others, key=lambda o: o.uri)[:MAX_OTHERS]:
+        if other.uri in seen_uris or not isinstance(other.text, str):
+            continue
+        seen_uris.add(other.uri)
+        olang = canonical_language(other.language_id, other.uri)
+        if olang == "text" or FAMILY.get(olang, olang) != FAMILY.get(language, language):
+            continue                     # a Go file's signatures do not help a Python completion
+        for it in _definitions(sanitize(other.text), olang):
+            yield other.uri, it
+
+
+def _candidates(ol, doc: SourceFile, others: Sequence[SourceFile], language: str, near_line: int) -> list[Candidate]:
+    """Context items above the near prefix, in priority order: enclosing scopes innermost first, imports, then
+    signatures of the names used near the cursor (nearest use first, from this file and the others)."""
     this = doc.uri
-    if ol is not None and ctx_budget > 0:
-        cands: list[tuple[int, str, Item, str]] = []
-        for it in reversed(ol.scopes):                                   # (2) innermost first
-            if it.line < near_line:
-                cands.append((2, this, it, it.text.split("\n")[0].rstrip() if len(it.text) > 200 else it.text))
-        for it in ol.imports:                                            # (3)
-            if it.line < near_line:
-                cands.append((3, this, it, it.text))
-        scope_lines = {it.line for it in ol.scopes}
-        by_name: dict[str, list[tuple[str, Item]]] = {}
-        for it in ol.definitions:
-            if it.line < near_line and it.line not in scope_lines:
-                by_name.setdefault(it.name, []).append((this, it))
-        seen_uris = {doc.uri}
-        for other in sorted(others, key=lambda o: o.uri)[:MAX_OTHERS]:
-            if other.uri in seen_uris or not isinstance(other.text, str):
-                continue
-            seen_uris.add(other.uri)
-            olang = canonical_language(other.language_id, other.uri)
-            if olang == "text" or FAMILY.get(olang, olang) != FAMILY.get(language, language):
-                continue                     # a Go file's signatures do not help a Python completion
-            for it in _definitions(sanitize(other.text), olang):
-                by_name.setdefault(it.name, []).append((other.uri, it))
-        for name in ol.near_names[:MAX_NAMES]:                          # (4) nearest use first
-            for src, it in by_name.get(name, ())[:MAX_SIGNATURES_PER_NAME]:
-                cands.append((4, src, it, _sig(it)))
-        used = 0
-        failed_class = None      # strict priority between classes, greedy within one
-        for cand in cands:
-            if failed_class is not None and cand[0] > failed_class:
-                break
-            parts = cand[3].split("\n")
-            cost = sum(_line_count(count, count_tokens, f"{comment} {l}\n") for l in parts)
-            cost += _line_count(count, count_tokens, f"{comment} from {display_name(cand[1])}:\n")
-            if used + cost <= ctx_budget:
-                chosen.append(cand)
-                used += cost
-            else:
-                failed_class = cand[0]
+    cands = [Candidate(SCOPE, this, it, it.text.split("\n")[0].rstrip() if len(it.text) > 200 else it.text)
+             for it in reversed(ol.scopes) if it.line < near_line]
+    cands += [Candidate(IMPORT, this, it, it.text) for it in ol.imports if it.line < near_line]
+    scope_lines = {it.line for it in ol.scopes}
+    by_name: dict[str, list[tuple[str, Item]]] = {}
+    for it in ol.definitions:
+        if it.line < near_line and it.line not in scope_lines:
+            by_name.setdefault(it.name, []).append((this, it))
+    for src, it in _other_definitions(others, doc, language):
+        by_name.setdefault(it.name, []).append((src, it))
+    for name in ol.near_names[:MAX_NAMES]:
+        for src, it in by_name.get(name, ())[:MAX_SIGNATURES_PER_NAME]:
+            cands.append(Candidate(SIGNATURE, src, it, _sig(it)))
+    return cands
 
-    def assemble(items):
-        others_sec: dict[str, list[tuple[int, str]]] = {}
-        this_imports, this_defs, this_scopes = [], [], []
-        for prio, src, it, line in items:
-            if src != this:
-                others_sec.setdefault(src, []).append((it.line, line))
-            elif prio == 3:
-                this_imports.append((it.line, line))
-            elif prio == 4:
-                this_defs.append((it.line, line))
-            else:
-                this_scopes.append((it.line, line))
-        sections = [(f"from {display_name(uri)}:", [l for _, l in sorted(v)])
-                    for uri, v in sorted(others_sec.items())]
-        own = [l for _, l in sorted(this_imports)] + [l for _, l in sorted(this_defs)]
-        own += [l for _, l in sorted(this_scopes)]
-        own = [sub for l in own for sub in l.split("\n")]
-        sections.append((f"{display_name(this)}:", own))
-        return _render(sections, comment)
 
-    context = assemble(chosen)
-    while chosen and count(context) > ctx_budget:       # per-line estimates were low: drop lowest priority
-        chosen.pop()
-        context = assemble(chosen)
-    prefix_budget = max(near_budget, budget - suffix_tokens - count(context))
-    start = _prefix_window(before, prefix_budget, count, lines)
-    start_line = lines.line_of(start)
-    if any(c[2].line >= start_line and c[1] == this for c in chosen):
-        chosen = [c for c in chosen if not (c[2].line >= start_line and c[1] == this)]
-        context = assemble(chosen)
+def _choose(cands: list[Candidate], budget: int, count, count_tokens, comment: str) -> list[Candidate]:
+    """The candidates that fit ``budget`` by per-line token estimates: greedy within a class; once an item of one
+    class does not fit, no item of a lower class is taken."""
+    chosen: list[Candidate] = []
+    used = 0
+    failed_class = None
+    for cand in cands:
+        if failed_class is not None and cand.priority > failed_class:
+            break
+        cost = sum(_line_count(count, count_tokens, f"{comment} {l}\n") for l in cand.line.split("\n"))
+        cost += _line_count(count, count_tokens, f"{comment} from {display_name(cand.source)}:\n")
+        if used + cost <= budget:
+            chosen.append(cand)
+            used += cost
+        else:
+            failed_class = cand.priority
+    return chosen
+
+
+def _context_block(chosen: list[Candidate], this: str, comment: str) -> str:
+    """The comment block, in a fixed order so it is the same from one keystroke to the next: other files by name,
+    then this file's imports, definitions and enclosing scopes (outermost first), each in document order."""
+    others_sec: dict[str, list[tuple[int, str]]] = {}
+    own: dict[int, list[tuple[int, str]]] = {IMPORT: [], SIGNATURE: [], SCOPE: []}
+    for c in chosen:
+        (others_sec.setdefault(c.source, []) if c.source != this else own[c.priority]).append((c.item.line, c.line))
+    sections = [(f"from {display_name(uri)}:", [l for _, l in sorted(v)]) for uri, v in sorted(others_sec.items())]
+    lines = [l for prio in (IMPORT, SIGNATURE, SCOPE) for _, l in sorted(own[prio])]
+    sections.append((f"{display_name(this)}:", [sub for l in lines for sub in l.split("\n")]))
+    return _render(sections, comment)
+
+
+def _shrink_to_budget(chosen: list[Candidate], budget: int, count, this: str, comment: str):
+    """(chosen, block) with the lowest-priority items dropped until the rendered block fits (the per-line estimates
+    can be low: token counts are not additive)."""
+    context = _context_block(chosen, this, comment)
+    while chosen and count(context) > budget:
+        chosen = chosen[:-1]
+        context = _context_block(chosen, this, comment)
+    return chosen, context
+
+
+def _fit_prompt(before: str, suffix: str, context: str, template: str, start: int, prefix_budget: int,
+                budget_tokens: int, count, lines: Lines) -> tuple[str, str]:
+    """(prompt, prefix): token counts are not additive across a join, so trim the prefix window until the whole
+    prompt fits ``budget_tokens`` (a few rounds at most)."""
     prefix = before[start:]
     prompt = fim_prompt(prefix, suffix, template, context)
-    for _ in range(6):  # token counts are not additive across a join: trim the prefix until the whole fits
+    for _ in range(6):
         over = count(prompt) - int(budget_tokens)
         if over <= 0:
             break
@@ -285,20 +294,65 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
         start = max(start, _prefix_window(before, prefix_budget, count, lines))
         prefix = before[start:]
         prompt = fim_prompt(prefix, suffix, template, context)
+    return prompt, prefix
+
+
+def _stops(mode, language: str, template: str, max_tokens: int) -> tuple[tuple[str, ...], int]:
+    """(stop strings, new-token budget) for the mode: line mode ends at the newline; block mode at two blank
+    lines, at the next definition on the header's level (indented languages) or at the closing brace the editor
+    already has."""
     ends = END_TOKENS.get(template, ())
     if mode.mode == "line":
-        stop = ("\n",) + ends
-        new_tokens = max(1, min(int(max_tokens), LINE_MODE_MAX_TOKENS))
-    else:
-        stop = ("\n\n\n",) + ends
-        outer = mode.outer
-        if language in INDENTED:             # the next definition at the header's level ends the block
-            stop += tuple(f"\n{outer}{kw}" for kw in ("def ", "class ", "@"))
-        elif language != "text" and mode.block_closed:
-            stop += (f"\n{outer}}}",)       # the closing brace the editor already has
-        new_tokens = max(1, int(max_tokens))
+        return ("\n",) + ends, max(1, min(int(max_tokens), LINE_MODE_MAX_TOKENS))
+    stop = ("\n\n\n",) + ends
+    if language in INDENTED:
+        stop += tuple(f"\n{mode.outer}{kw}" for kw in ("def ", "class ", "@"))
+    elif language != "text" and mode.block_closed:
+        stop += (f"\n{mode.outer}}}",)
+    return stop, max(1, int(max_tokens))
+
+
+def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] = (),
+                 count_tokens: Callable[[str], int], budget_tokens: int = 1024,
+                 template: str = "house", max_tokens: int = 64) -> PromptPlan:
+    """The prompt for the cursor at ``offset`` of ``doc`` within ``budget_tokens`` (priorities in the package
+    docstring): near suffix and prefix, then context as far as the budget goes, then the prefix takes the rest."""
+    fim_prompt("", "", template)                      # unknown template: ValueError before any work
+    text = sanitize(doc.text if isinstance(doc.text, str) else "")
+    offset = _clamp(offset, len(text))
+    language = canonical_language(doc.language_id, doc.uri)
+    ol = _outline_or_none(text, language, offset, doc.uri)
+    mode = choose_mode(text, offset, language, empty_body=bool(ol and ol.empty_body))
+    count = _safe_counter(count_tokens)
+    budget = max(16, int(budget_tokens) - count(fim_prompt("", "", template)))
+    before, after = text[:offset], text[offset:]
+    # (1) near text: suffix first (it depends only on text after the cursor), then the reserved near prefix
+    suffix = _suffix_window(after, int(budget * SUFFIX_SHARE), count)
+    suffix_tokens = count(suffix)
+    lines = Lines(text, max(0, offset - budget * CHARS_PER_TOKEN_MAX), offset)
+    near_budget = int(budget * NEAR_SHARE)
+    near_line = lines.line_of(_prefix_window(before, near_budget, count, lines))
+    ctx_budget = max(0, budget - suffix_tokens - near_budget)
+    # (2-4) context in what is left
+    comment, this = comment_prefix(language), doc.uri
+    chosen: list[Candidate] = []
+    if ol is not None and ctx_budget > 0:
+        chosen = _choose(_candidates(ol, doc, others, language, near_line), ctx_budget, count, count_tokens,
+                         comment)
+    chosen, context = _shrink_to_budget(chosen, ctx_budget, count, this, comment)
+    # what the context leaves goes back to the prefix; items the longer prefix shows are dropped from the context
+    prefix_budget = max(near_budget, budget - suffix_tokens - count(context))
+    start = _prefix_window(before, prefix_budget, count, lines)
+    start_line = lines.line_of(start)
+    shown = [c for c in chosen if c.item.line >= start_line and c.source == this]
+    if shown:
+        chosen = [c for c in chosen if c not in shown]
+        context = _context_block(chosen, this, comment)
+    prompt, prefix = _fit_prompt(before, suffix, context, template, start, prefix_budget, budget_tokens, count,
+                                 lines)
+    stop, new_tokens = _stops(mode, language, template, max_tokens)
     return PromptPlan(prompt=prompt, prefix=prefix, suffix=suffix, mode=mode.mode, stop=stop, indent=mode.indent,
                       language=language, max_tokens=new_tokens, context=context,
-                      snippets=tuple(c[3] for c in sorted(chosen, key=lambda c: c[0])),
+                      snippets=tuple(c.line for c in sorted(chosen, key=lambda c: c.priority)),
                       block_closed=mode.block_closed, template=template, prompt_tokens=count(prompt),
                       outer_indent=mode.outer)
