@@ -12,8 +12,11 @@ import json
 import sys
 from pathlib import Path
 
-from .engine import EngineConfig, EngineError, Request, create_engine
+from . import pipeline
+from .context import SourceFile
+from .engine import EngineConfig, EngineError, create_engine
 from .engine.config import SPECULATION
+from .pipeline import Settings
 
 
 class UsageError(Exception):
@@ -32,21 +35,6 @@ def offset_of(text: str, line: int, column: int) -> int:
         raise UsageError(f"column {column} is past the end of line {line} ({length} characters; "
                          f"the end of the line is column {length + 1})")
     return sum(len(x) + 1 for x in lines[: line - 1]) + column - 1
-
-
-def build(text: str, offset: int, path: Path, engine, max_tokens: int, template: str = "auto",
-          budget_tokens: int = 1024):
-    """(prompt, stop, max_tokens, finish(raw) -> completion) from the context API (tree-sitter context, FIM
-    template of the model's family, line/block mode) and its postprocess."""
-    from .context import SourceFile, build_prompt
-    from .postprocess import postprocess
-    from .prompt import template_for_model
-
-    if template == "auto":
-        template = template_for_model(engine.model_path) if hasattr(engine, "model_path") else "house"
-    plan = build_prompt(SourceFile(path.resolve().as_uri(), "", text), offset, count_tokens=engine.count_tokens,
-                        budget_tokens=budget_tokens, template=template, max_tokens=max_tokens)
-    return plan.prompt, tuple(plan.stop), min(max_tokens, plan.max_tokens), lambda raw: postprocess(raw, plan)
 
 
 def k_arg(value: str) -> int | str:
@@ -72,13 +60,10 @@ async def complete(args) -> int:
                           num_speculative_tokens=args.k, device=args.device)
     engine = create_engine(config)
     try:
-        prompt, stop, max_tokens, finish = build(text, offset, path, engine, args.max_tokens, args.template,
-                                                 args.context_tokens)
-        raw = ""
-        async for chunk in engine.generate(Request("cli", prompt, max_new_tokens=max_tokens, stop=stop,
-                                                   temperature=args.temperature, seed=args.seed)):
-            raw += chunk.text
-        print(finish(raw))
+        settings = Settings(template=args.template, budget_tokens=args.context_tokens, max_tokens=args.max_tokens,
+                            temperature=args.temperature, seed=args.seed)
+        print(await pipeline.complete(SourceFile(path.resolve().as_uri(), "", text), offset, engine, settings,
+                                      request_id="cli"))
         if args.stats:
             print(json.dumps(engine.counters(), indent=1), file=sys.stderr)
     finally:

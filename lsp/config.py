@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from completer.engine import EngineConfig
+from completer.pipeline import Settings
 from completer.prompt import TEMPLATES
 
 
@@ -107,6 +108,11 @@ class ServerConfig:
     @classmethod
     def from_options(cls, options: Any) -> "ServerConfig":
         return cls().updated(options)
+
+    def settings(self) -> Settings:
+        """The pipeline's settings: the prompt gets ``min(contextBudgetTokens, maxPromptTokens)`` tokens."""
+        return Settings(template=self.template, budget_tokens=min(self.context_budget_tokens, self.max_prompt_tokens),
+                        max_tokens=self.max_tokens)
 
     def to_json(self) -> dict:
         d = {key: getattr(self, fname) for key, (fname, _) in self._KEYS.items()}

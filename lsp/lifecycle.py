@@ -22,9 +22,9 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
-from completer.engine import Request
+from completer import pipeline
+from completer.context import SourceFile
 
-from . import prompting
 from .config import ServerConfig
 from .documents import Snapshot
 from .engine_host import EngineHost
@@ -62,6 +62,11 @@ class _Shown:
     before: str           # document text before the cursor when the completion was made
     after: str            # document text after the cursor then
     text: str             # the completion
+
+
+def source(snap: Snapshot) -> SourceFile:
+    """The pipeline's view of a document snapshot."""
+    return SourceFile(uri=snap.uri, language_id=snap.language_id, text=snap.text)
 
 
 def type_through(shown: _Shown | None, snap: Snapshot, offset: int) -> str | None:
@@ -154,33 +159,17 @@ class Lifecycle:
 
     async def _generate(self, snap: Snapshot, offset: int, others: Sequence[Snapshot], cfg: ServerConfig) -> str:
         engine = await self.host.get(cfg.engine_start_timeout_s)
-        plan = prompting.build(snap, offset, others, engine, cfg)
-        rid = f"{snap.uri}@{snap.version}#{next(_REQUEST_IDS)}"
-        request = Request(rid, plan.prompt, max_new_tokens=max(1, min(cfg.max_tokens, plan.max_tokens)),
-                          stop=plan.stop, cache_key=snap.uri)
+        settings = cfg.settings()
+        plan = pipeline.plan(source(snap), offset, engine, settings, [source(o) for o in others])
+        gen = pipeline.Generation(engine, plan, f"{snap.uri}@{snap.version}#{next(_REQUEST_IDS)}", settings,
+                                  cache_key=snap.uri)
         self.stats.engine_requests += 1
-        t0 = time.perf_counter()
-        parts: list[str] = []
-        finished = False
-        stream = engine.generate(request)
         try:
-            async for chunk in stream:
-                parts.append(chunk.text)
-                if chunk.finished:
-                    finished = True
-                    if chunk.finish_reason == "abort":   # aborted inside the engine (restart, close): cancelled
-                        raise asyncio.CancelledError(f"engine aborted {rid}")
-                    break
+            return await gen.run()
         finally:
-            if not finished:
+            if gen.aborted:
                 self.stats.engine_aborts += 1
-                try:
-                    await engine.abort(rid)
-                except Exception:
-                    log.exception("engine.abort(%s) failed", rid)
-            await stream.aclose()
-        self.stats.last_engine_ms = (time.perf_counter() - t0) * 1000
-        return prompting.finish("".join(parts), plan)
+            self.stats.last_engine_ms = ((gen.ended or time.perf_counter()) - gen.started) * 1000
 
     def snapshot_stats(self) -> dict:
         d = asdict(self.stats)

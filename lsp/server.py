@@ -35,14 +35,15 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
+from completer import pipeline
 from completer.engine import EngineError
 from completer.engine.supervisor import supervised
 
-from . import completion, inline, prompting, security, transports
+from . import completion, inline, security, transports
 from .config import ConfigError, ServerConfig
 from .documents import Change, DocumentError, DocumentStore, Snapshot
 from .engine_host import EngineHost, EngineUnavailable
-from .lifecycle import Completion, Lifecycle
+from .lifecycle import Completion, Lifecycle, source
 
 log = logging.getLogger("completer.lsp")
 
@@ -280,7 +281,11 @@ def build_server(engine_host: EngineHost | None = None) -> CompleterServer:
             engine = await ls.engine_host.get(ls.config.engine_start_timeout_s)
         except EngineUnavailable as e:
             raise JsonRpcException(str(e), code=REQUEST_FAILED) from None
-        plan = prompting.build(snap, offset, ls.other_documents(uri), engine, ls.config)
+        try:
+            plan = pipeline.plan(source(snap), offset, engine, ls.config.settings(),
+                                 [source(o) for o in ls.other_documents(uri)])
+        except ValueError as e:
+            raise JsonRpcException(f"completer/prompt failed: {e}", code=REQUEST_FAILED) from None
         return {"prompt": plan.prompt, "mode": plan.mode, "stop": list(plan.stop), "context": plan.context,
                 "snippets": list(plan.snippets), "language": plan.language, "template": plan.template,
                 "promptTokens": plan.prompt_tokens, "maxTokens": plan.max_tokens, "indent": plan.indent}

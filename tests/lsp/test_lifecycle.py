@@ -23,23 +23,33 @@ class ScriptedEngine:
         self.text, self.step_s = text, step_s
         self.c = Counters()
         self.aborted: set[str] = set()
+        self.abort_calls: list[str] = []     # every abort the engine saw: abort() and closed streams
         self.prompts: list[str] = []
 
     async def generate(self, request):
         self.c.requests_started += 1
         self.prompts.append(request.prompt)
         out = self.text[: request.max_new_tokens]
-        for i, ch in enumerate(out):
-            await asyncio.sleep(self.step_s)
-            if request.request_id in self.aborted:
-                self.c.requests_aborted += 1
-                yield Chunk(request.request_id, finished=True, finish_reason="abort")
-                return
-            self.c.generated_tokens += 1
-            yield Chunk(request.request_id, ch, finished=i == len(out) - 1, finish_reason="length")
-        self.c.requests_finished += 1
+        finished = False
+        try:
+            for i, ch in enumerate(out):
+                await asyncio.sleep(self.step_s)
+                if request.request_id in self.aborted:
+                    self.c.requests_aborted += 1
+                    finished = True
+                    yield Chunk(request.request_id, finished=True, finish_reason="abort")
+                    return
+                self.c.generated_tokens += 1
+                finished = i == len(out) - 1
+                yield Chunk(request.request_id, ch, finished=finished, finish_reason="length")
+            self.c.requests_finished += 1
+        finally:
+            if not finished:               # the consumer closed the stream: that is the abort (Engine protocol)
+                self.abort_calls.append(request.request_id)
+                self.aborted.add(request.request_id)
 
     async def abort(self, request_id):
+        self.abort_calls.append(request_id)
         self.aborted.add(request_id)
 
     def counters(self):
@@ -83,7 +93,7 @@ async def test_newer_request_supersedes_and_aborts_engine():
     with pytest.raises(asyncio.CancelledError):
         await first
     assert (await second).text == "hello_world()"
-    assert len(engine.aborted) == 1
+    assert len(engine.aborted) == 1 and len(engine.abort_calls) == 1    # aborted exactly once
     assert lc.stats.requests_cancelled == 1 and lc.stats.requests_superseded == 1 and lc.stats.engine_aborts == 1
     assert lc.inflight() == 0
 

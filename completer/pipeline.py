@@ -1,0 +1,136 @@
+"""One path from a cursor to ghost text, shared by ``completer complete`` and the language server.
+
+    plan(source, offset, engine, ...)        the prompt plan: tree-sitter context, FIM template, mode, stop strings
+    Generation(engine, plan, request_id)     the engine request: streams raw text, post-processes it on demand
+    complete(source, offset, engine, ...)    both, for a caller that only wants the final ghost text (the CLI)
+
+Why a ``Generation`` object and not just a function returning a string: the language server's request lifecycle
+(``lsp/lifecycle.py``) watches a request *while it streams*: it answers as soon as the ghost text has a first line,
+and answers later keystrokes from the same request when the user types what the model is writing. So the raw text
+so far, a way to wait for more of it, and the post-processing of any prefix of it are all public here.
+
+Stopping a request: closing the engine's stream (cancelling the task that runs :meth:`Generation.run`) is what
+aborts the engine request; the engine sees exactly one abort for it (the Engine protocol: "closing the iterator
+aborts the request"), nobody calls ``engine.abort`` on top of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+from .context import PromptPlan, SourceFile, build_prompt
+from .engine import Engine, Request
+from .postprocess import postprocess
+from .prompt import TEMPLATES
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What shapes a completion besides the document: the same knobs for the CLI and the server."""
+
+    template: str = "auto"          # FIM template name, or "auto": the engine's own (Engine.prompt_template)
+    budget_tokens: int = 1024       # prompt budget given to completer.context.build_prompt
+    max_tokens: int = 64            # upper bound on new tokens; line completions use fewer
+    temperature: float = 0.0
+    seed: int | None = None
+
+
+def resolve_template(template: str, engine: Engine) -> str:
+    """``template``, or the engine's own with ``"auto"``; ValueError for an unknown name."""
+    if template == "auto":
+        return engine.prompt_template
+    if template not in TEMPLATES:
+        raise ValueError(f"template: must be 'auto' or one of {', '.join(TEMPLATES)}, got {template!r}")
+    return template
+
+
+def plan(source: SourceFile, offset: int, engine: Engine, settings: Settings = Settings(),
+         others: Sequence[SourceFile] = ()) -> PromptPlan:
+    """The prompt plan at ``offset`` of ``source`` within ``settings.budget_tokens`` tokens of ``engine``."""
+    return build_prompt(source, offset, others=list(others), count_tokens=engine.count_tokens,
+                        budget_tokens=settings.budget_tokens, template=resolve_template(settings.template, engine),
+                        max_tokens=settings.max_tokens)
+
+
+class Generation:
+    """One engine request for a plan: the raw text as it streams, and the ghost text of any prefix of it.
+
+    ``run()`` consumes the engine's stream (run it in the task whose cancellation should abort the request);
+    ``changed()`` waits for the next chunk or the end; ``ghost()`` post-processes the raw text so far.
+    """
+
+    def __init__(self, engine: Engine, plan: PromptPlan, request_id: str, settings: Settings = Settings(),
+                 cache_key: str | None = None):
+        self.engine, self.plan = engine, plan
+        self.request = Request(request_id, plan.prompt, max_new_tokens=max(1, min(settings.max_tokens,
+                                                                                   plan.max_tokens)),
+                               stop=plan.stop, temperature=settings.temperature, seed=settings.seed,
+                               cache_key=cache_key)
+        self.raw = ""                      # the engine's text so far (stop strings already removed by the engine)
+        self.tokens = 0                    # tokens streamed so far
+        self.finished = False              # the engine ended the request (stop / length), text is complete
+        self.aborted = False               # the stream was closed before the end (cancelled), or the engine aborted
+        self.error: BaseException | None = None
+        self.started = time.perf_counter()
+        self.ended: float | None = None
+        self._event = asyncio.Event()
+
+    @property
+    def done(self) -> bool:
+        return self.finished or self.aborted or self.error is not None
+
+    def ghost(self, raw: str | None = None) -> str:
+        """The ghost text for ``raw`` (default: all the text so far), as ``completer.postprocess`` makes it."""
+        return postprocess(self.raw if raw is None else raw, self.plan)
+
+    async def run(self) -> str:
+        """Stream the request to its end and return the ghost text. Cancelling the caller closes the stream,
+        which aborts the engine request (once). An abort from inside the engine (restart, close) ends it with
+        CancelledError, as if the caller had been cancelled."""
+        try:
+            async with contextlib.aclosing(self.engine.generate(self.request)) as stream:
+                async for chunk in stream:
+                    self.raw += chunk.text
+                    self.tokens += len(chunk.token_ids) or (1 if chunk.text else 0)
+                    if chunk.finished:
+                        if chunk.finish_reason == "abort":
+                            self.aborted = True
+                            raise asyncio.CancelledError(f"engine aborted {self.request.request_id}")
+                        self.finished = True
+                    self._wake()
+                    if self.finished:
+                        break
+        except asyncio.CancelledError:
+            self.aborted = True
+            raise
+        except BaseException as e:
+            self.error = e
+            raise
+        finally:
+            self.ended = time.perf_counter()
+            if not self.finished:
+                self.aborted = self.aborted or self.error is None
+            self._wake()
+        return self.ghost()
+
+    async def changed(self) -> None:
+        """Return after the next chunk arrives or the request ends (at once if it has ended)."""
+        if self.done:
+            return
+        await self._event.wait()
+
+    def _wake(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+
+async def complete(source: SourceFile, offset: int, engine: Engine, settings: Settings = Settings(),
+                   others: Sequence[SourceFile] = (), request_id: str = "complete",
+                   cache_key: str | None = None) -> str:
+    """The ghost text at ``offset`` of ``source``: plan, run the engine request to its end, post-process."""
+    return await Generation(engine, plan(source, offset, engine, settings, others), request_id, settings,
+                            cache_key).run()
