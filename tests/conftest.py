@@ -1,1 +1,49 @@
-"""Shared test settings. Each area keeps its own fixtures in tests/<area>/conftest.py."""
+"""Fixtures every test folder may use: the tiny random-weight pair and engine factories on it and on the house pair.
+
+Their code lives in ``tests.helpers`` (importable by name: pyproject's ``pythonpath`` puts the repository root on
+``sys.path``); a folder's own conftest.py keeps only what that folder needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import tiny_models
+
+
+@pytest.fixture(scope="session")
+def tiny_pair(tmp_path_factory) -> tuple[Path, Path]:
+    """(target, draft) folders of the tiny pair, built once per test session."""
+    return tiny_models.tiny_pair(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="session")
+def tiny_options(tiny_pair) -> dict:
+    """``initializationOptions.engine`` for the tiny pair on CPU."""
+    return {"model": str(tiny_pair[0]), "draft": str(tiny_pair[1]), "device": "cpu"}
+
+
+@pytest.fixture
+def make_engine(tiny_pair):
+    """Factory: make_engine(**EngineConfig overrides) on the tiny pair, CPU; closed after the test."""
+    factory, close = tiny_models.engine_factory(dict(model=str(tiny_pair[0]), draft=str(tiny_pair[1]), device="cpu"))
+    yield factory
+    close()
+
+
+@pytest.fixture
+def house_engine():
+    """Factory like make_engine, on the shipped house pair."""
+    factory, close = tiny_models.engine_factory(tiny_models.house_options())
+    yield factory
+    close()
+
+
+@pytest.fixture(scope="session")
+def other_vocab_draft(tmp_path_factory) -> Path:
+    """A draft whose tokenizer has another vocabulary (speculation with it must be refused)."""
+    root = tmp_path_factory.mktemp("othervocab")
+    tiny_models.train_tokenizer(root, vocab_size=300)
+    return tiny_models.build_model(root / "draft", root, hidden=32, layers=1, seed=5, vocab=300)

@@ -40,8 +40,8 @@ def _options(engine, **kw):
     return replay.merge({"maxTokens": 8, "debounceMs": 0}, {"engine": engine, **kw})
 
 
-async def test_replay_counts_every_keystroke_and_reads_engine_counters(tiny_engine):
-    res = await _run(_options(tiny_engine), _trace("return"))
+async def test_replay_counts_every_keystroke_and_reads_engine_counters(tiny_options):
+    res = await _run(_options(tiny_options), _trace("return"))
     t = res["traces"][0]
     recs = t["records"]
     assert [r["kind"] for r in recs] == ["key"] * 6
@@ -55,8 +55,8 @@ async def test_replay_counts_every_keystroke_and_reads_engine_counters(tiny_engi
     assert s["keystrokes"] == 6
 
 
-async def test_accepting_ghost_text_skips_the_keys_that_typed_it(tiny_engine):
-    opts = _options(tiny_engine, typeThroughCache=False)
+async def test_accepting_ghost_text_skips_the_keys_that_typed_it(tiny_options):
+    opts = _options(tiny_options, typeThroughCache=False)
     first = await _run(opts, _trace("ret", accept_after=3, intended=""))
     ghost = first["traces"][0]["records"][-1]["ghost"]
     if not ghost or not ghost.strip():
@@ -74,15 +74,15 @@ async def test_accepting_ghost_text_skips_the_keys_that_typed_it(tiny_engine):
     assert scheduled == pytest.approx(0.25, abs=0.05)
 
 
-async def test_no_cancel_runs_every_request_to_the_end(tiny_engine):
-    res = await _run(_options(tiny_engine, cancelStaleRequests=False), _trace("pass", gap=20))
+async def test_no_cancel_runs_every_request_to_the_end(tiny_options):
+    res = await _run(_options(tiny_options, cancelStaleRequests=False), _trace("pass", gap=20))
     assert res["engine"]["requests_aborted"] == 0
     assert res["server"]["engine_requests"] == 4
     assert res["engine"].get("wasted_tokens", 0) == 0
 
 
-async def test_websocket_transport(tiny_engine):
-    res = await _run(_options(tiny_engine), _trace("ab"), transport="ws")
+async def test_websocket_transport(tiny_options):
+    res = await _run(_options(tiny_options), _trace("ab"), transport="ws")
     assert [r["kind"] for r in res["traces"][0]["records"]] == ["key", "key"]
     assert res["server"]["requests_received"] == 2
 

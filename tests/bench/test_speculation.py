@@ -1,14 +1,10 @@
 """bench/speculation.py runs end to end (tiny pair, two prompts) and writes JSON, markdown and a plot."""
 
-import importlib.util
 import json
 import sysconfig
 from pathlib import Path
 
-_p = Path(__file__).resolve().parents[2] / "bench" / "speculation.py"
-_spec = importlib.util.spec_from_file_location("bench_speculation", _p)
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+from bench import speculation as bench
 
 
 def test_speculation_bench_small_run(tiny_pair, tmp_path):

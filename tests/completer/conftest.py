@@ -1,14 +1,11 @@
-"""Fixtures for the context tests: a token counter (the house tokenizer when shipped, else about 3 chars a token)."""
+"""Fixtures for the prompt, context and postprocess tests: a token counter (the house tokenizer when shipped, else
+about 3 characters a token)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from context_samples import token_counter  # noqa: E402
+from tests.helpers.context_samples import token_counter
 
 
 @pytest.fixture(scope="session")

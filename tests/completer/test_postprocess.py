@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 import pytest
 
 from completer.context import SourceFile, build_prompt
 from completer.postprocess import postprocess
 
-from context_samples import at_cursor  # noqa: E402
+from tests.helpers.context_samples import at_cursor
 
 CASES = [
     # (language_id, text with |, raw model output, ghost text)

@@ -1,4 +1,4 @@
-"""Helpers for tests/context (a uniquely named module: the suite imports every area's tests in one process).
+"""Prompt-building samples for the context, prompt and postprocess tests.
 
 One sample per supported language (imports, a scope far above the cursor), the cursor marker, the token counter.
 """

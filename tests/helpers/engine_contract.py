@@ -1,11 +1,9 @@
 """The contract every engine backend passes (embedded torch engine, vLLM engine): reusable async checks.
 
-How to use it from another test folder (pytest runs with --import-mode=importlib, so import it by path)::
+Each backend's test folder imports it and runs the checks on its own ``make_engine`` fixture (tests/completer/engine
+for the torch engine, tests/vllm for vLLM)::
 
-    import importlib.util, pathlib
-    _p = pathlib.Path(__file__).resolve().parents[1] / "engine_contract.py"
-    _spec = importlib.util.spec_from_file_location("engine_contract", _p)
-    contract = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(contract)
+    from tests.helpers import engine_contract as contract
 
     async def test_lossless(make_engine):            # make_engine(**EngineConfig overrides) -> Engine
         await contract.check_greedy_speculation_lossless(make_engine, speculation="draft", k=4)

@@ -1,8 +1,13 @@
-"""Fixtures: tiny random-weight model pairs built on the fly (fast, exhaustive checks) and the shipped house pair.
+"""The model pairs tests run: a tiny random-weight pair built on the fly, and the shipped house pair.
 
 The tiny tokenizer is a byte-level BPE trained in a second on a few standard-library files, with the house
 special tokens. The tiny models get a sharp final norm so that their greedy choices are not near-ties (a random
-model with flat logits would make "identical with and without speculation" a test of float rounding).
+model with flat logits would make "identical with and without speculation" a test of float rounding). The tiny
+draft is the target with its later layers dropped, so that it agrees with the target part of the time.
+
+The house pair's folder comes from ``completer.models.HOUSE_DIR`` (the one place the package looks), never from a
+path worked out relative to this file: such a path once pointed outside the repository, and every test that
+"ran the house pair when shipped" silently ran the tiny pair instead.
 """
 
 from __future__ import annotations
@@ -10,15 +15,30 @@ from __future__ import annotations
 import sysconfig
 from pathlib import Path
 
-import pytest
 import torch
 
 from completer.engine import EngineConfig
 from completer.engine.torch_engine import TorchEngine
+from completer.models import HOUSE_DIR
 from completer.models.llama import LlamaForCausalLM, ModelConfig
 
 SPECIAL = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>", "<|file_sep|>"]
-HOUSE = Path(__file__).resolve().parents[2] / "completer" / "models" / "house"
+HOUSE_NAMES = ("target", "draft")
+
+
+def house_missing() -> list[str]:
+    """The files of the shipped house pair that are not there (empty when the pair is complete)."""
+    return [str(HOUSE_DIR / n / f) for n in HOUSE_NAMES for f in ("config.json", "model.safetensors", "tokenizer.json")
+            if not (HOUSE_DIR / n / f).is_file()]
+
+
+def house_available() -> bool:
+    return not house_missing()
+
+
+def house_options() -> dict:
+    """``initializationOptions.engine`` for the shipped house pair on CPU."""
+    return {"model": "house:target", "draft": "house:draft", "device": "cpu"}
 
 
 def train_tokenizer(path: Path, vocab_size: int = 400) -> None:
@@ -32,13 +52,14 @@ def train_tokenizer(path: Path, vocab_size: int = 400) -> None:
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train(files, trainer)
+    path.mkdir(parents=True, exist_ok=True)
     tok.save(str(path / "tokenizer.json"))
 
 
 def build_model(path: Path, tokenizer_dir: Path, *, hidden: int, layers: int, seed: int, sharp: float = 12.0,
-                vocab: int = 400) -> Path:
+                vocab: int = 400, max_positions: int = 1024) -> Path:
     cfg = ModelConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
                       eos_token_id=0, tie_word_embeddings=False)
     model = LlamaForCausalLM(cfg)
     model.init_weights(seed)
@@ -65,20 +86,21 @@ def build_draft(path: Path, target_dir: Path, tokenizer_dir: Path, keep_layers: 
     return path
 
 
-@pytest.fixture(scope="session")
-def tiny_pair(tmp_path_factory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("tiny")
+def tiny_pair(root: Path) -> tuple[Path, Path]:
+    """Build the tiny (target, draft) pair under ``root`` (about a second on one core)."""
     train_tokenizer(root)
     target = build_model(root / "target", root, hidden=64, layers=2, seed=1)
     draft = build_draft(root / "draft", target, root)
     return target, draft
 
 
-def house_available() -> bool:
-    return all((HOUSE / n / "model.safetensors").is_file() for n in ("target", "draft"))
+def tiny_options(root: Path) -> dict:
+    """``initializationOptions.engine`` for a tiny pair built under ``root``."""
+    target, draft = tiny_pair(root)
+    return {"model": str(target), "draft": str(draft), "device": "cpu"}
 
 
-def _engine_factory(defaults: dict):
+def engine_factory(defaults: dict):
     """A factory of TorchEngines with ``defaults`` under the caller's overrides, and the closer for after the test."""
     made = []
 
@@ -93,27 +115,3 @@ def _engine_factory(defaults: dict):
             eng._pool.shutdown(wait=False)
 
     return factory, close
-
-
-@pytest.fixture
-def make_engine(tiny_pair):
-    """Factory: make_engine(**EngineConfig overrides) on the tiny pair, CPU; closed after the test."""
-    factory, close = _engine_factory(dict(model=str(tiny_pair[0]), draft=str(tiny_pair[1]), device="cpu"))
-    yield factory
-    close()
-
-
-@pytest.fixture
-def house_engine():
-    """Factory like make_engine, on the shipped house pair."""
-    factory, close = _engine_factory({"device": "cpu"})
-    yield factory
-    close()
-
-
-@pytest.fixture(scope="session")
-def other_vocab_draft(tmp_path_factory) -> Path:
-    """A draft whose tokenizer has another vocabulary (speculation with it must be refused)."""
-    root = tmp_path_factory.mktemp("othervocab")
-    train_tokenizer(root, vocab_size=300)
-    return build_model(root / "draft", root, hidden=32, layers=1, seed=5, vocab=300)

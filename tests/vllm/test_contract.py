@@ -1,14 +1,8 @@
-"""The shared engine contract (tests/engine_contract.py) on the vLLM backend with the house pair (GPU only)."""
-
-import importlib.util
-from pathlib import Path
+"""The shared engine contract (tests/helpers/engine_contract.py) on the vLLM backend with the house pair (GPU only)."""
 
 import pytest
 
-_p = Path(__file__).resolve().parents[1] / "engine_contract.py"
-_spec = importlib.util.spec_from_file_location("engine_contract", _p)
-contract = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(contract)
+from tests.helpers import engine_contract as contract
 
 
 @pytest.mark.parametrize("speculation,k", [("draft", 4), ("ngram", 3)])

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 from completer.context import SourceFile, build_prompt
 
-from context_samples import at_cursor  # noqa: E402
+from tests.helpers.context_samples import at_cursor
 
 UTILS = SourceFile("file:///p/utils.py", "python",
                    "def normalize(values, scale=1.0):\n    return [v * scale for v in values]\n\n"
@@ -85,7 +80,7 @@ def test_other_documents_of_another_language_family_are_skipped(count_tokens):
     assert "norm.go" not in plan.context
     header = SourceFile("file:///p/lib.h", "c", "int scale(int x);\n")
     text = "#include \"lib.h\"\nint main(void) {\n    return scale(2) + |\n}\n"
-    from context_samples import at_cursor as split
+    from tests.helpers.context_samples import at_cursor as split
     t, off = split(text)
     plan = build_prompt(SourceFile("file:///p/main.cpp", "cpp", t), off, others=[header], count_tokens=count_tokens)
     assert "// from lib.h:\n// int scale(int x);" in plan.context

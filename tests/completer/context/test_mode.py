@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 import pytest
 
 from completer.context import SourceFile, build_prompt
 
-from context_samples import at_cursor  # noqa: E402
+from tests.helpers.context_samples import at_cursor
 
 CASES = [
     # (language_id, text with |, mode, indent)

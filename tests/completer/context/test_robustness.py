@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 import pytest
 
 from completer.context import SourceFile, build_prompt
 from completer.postprocess import postprocess
 
-from context_samples import LANGS, far_scope  # noqa: E402
+from tests.helpers.context_samples import LANGS, far_scope
 
 
 @pytest.mark.parametrize("text,offset,prefix,suffix", [

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 
 from completer.context.languages import canonical_language
 from completer.context.syntax import outline, parse
 
-sys.path.insert(0, str(Path(__file__).parent))
-from context_samples import LANGS, far_scope  # noqa: E402
+from tests.helpers.context_samples import LANGS, far_scope
 
 
 def test_incremental_parse_equals_fresh_parse():

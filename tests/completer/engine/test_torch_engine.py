@@ -1,8 +1,6 @@
 """The embedded engine's own behaviour: prefix-cache reuse, stop strings, streaming UTF-8, sampling, errors."""
 
 import asyncio
-import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,10 +10,7 @@ from completer.engine.torch_engine import TorchEngine, _Running
 from completer.models.llama import LlamaForCausalLM, ModelConfig
 from completer.speculative import DraftProposer, Sampling, speculative_step
 
-_p = Path(__file__).resolve().parents[1] / "engine_contract.py"
-_spec = importlib.util.spec_from_file_location("engine_contract", _p)
-contract = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(contract)
+from tests.helpers import engine_contract as contract
 collect = contract.collect
 
 DOC = "import os\n\nclass Cache:\n    def __init__(self, size):\n        self.size = size\n"
