@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from completer.text import indentation as _indent
+
 from .languages import INDENTED
 
 _CLOSERS_ONLY = re.compile(r"^[\s)\]}>;,]*$")
@@ -29,10 +31,6 @@ class Mode:
     indent: str        # indentation of the block the completion goes into
     block_closed: bool # brace languages: the suffix already closes the block (so the completion must not)
     outer: str = ""    # indentation of the block's header line
-
-
-def _indent(line: str) -> str:
-    return line[: len(line) - len(line.lstrip(" \t"))]
 
 
 DEFAULT_UNIT = {"javascript": "  ", "typescript": "  ", "tsx": "  ", "go": "\t"}

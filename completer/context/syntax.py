@@ -17,6 +17,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from completer.text import clean_surrogates as sanitize, indentation as _indent_of, width as _width
+
 from .languages import INDENTED, grammar, query
 
 MAX_PARSE_CHARS = 160_000       # documents longer than this are parsed in a window around the cursor
@@ -43,15 +45,6 @@ class Outline:
     definitions: list[Item] = field(default_factory=list)
     near_names: list[str] = field(default_factory=list)     # used near the cursor, nearest first
     empty_body: bool = False                                # the cursor is in a block with no statements
-
-
-def sanitize(text: str) -> str:
-    """Replace lone surrogates by U+FFFD (same length, so offsets stay valid) so the text encodes as UTF-8."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return re.sub("[\ud800-\udfff]", "\ufffd", text)
 
 
 @functools.lru_cache(maxsize=None)
@@ -120,14 +113,6 @@ def parse(language: str, buf: bytes, key: str = ""):
         while len(_TREES) > _TREES_MAX:
             _TREES.popitem(last=False)
         return tree
-
-
-def _indent_of(line: str) -> str:
-    return line[: len(line) - len(line.lstrip(" \t"))]
-
-
-def _width(indent: str) -> int:
-    return len(indent.expandtabs(4))
 
 
 def _body_start(node) -> int | None:

@@ -35,6 +35,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import AsyncIterator, Callable
 
+from ..text import clean_surrogates
 from .base import Chunk, Engine, EngineError, Request
 from .config import EngineConfig
 
@@ -121,8 +122,8 @@ class SupervisedEngine:
         if self._closed:
             raise EngineError("engine is closed")
         engine = await self._current()
-        if isinstance(request.prompt, str) and _has_surrogates(request.prompt):
-            request = dataclasses.replace(request, prompt=clean_text(request.prompt))
+        if isinstance(request.prompt, str) and clean_surrogates(request.prompt) is not request.prompt:
+            request = dataclasses.replace(request, prompt=clean_surrogates(request.prompt))
         self._check(request, engine)
         if request.request_id in self._flights:
             raise EngineError(f"request id {request.request_id!r} is already running")
@@ -178,7 +179,7 @@ class SupervisedEngine:
         return self.inner.prompt_template
 
     def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(clean_text(text) if _has_surrogates(text) else text)
+        return self.inner.count_tokens(clean_surrogates(text))
 
     async def close(self) -> None:
         self._closed = True
@@ -275,20 +276,6 @@ class SupervisedEngine:
         if self._closed:
             raise EngineError("engine is closed")
         return self.inner
-
-
-def _has_surrogates(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-        return False
-    except UnicodeEncodeError:
-        return True
-
-
-def clean_text(text: str) -> str:
-    """``text`` with lone surrogates (valid in JSON strings and editors' UTF-16 buffers, not in UTF-8 tokenizers)
-    replaced by U+FFFD; surrogate pairs that arrived as two escapes become the character they encode."""
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def _context_length(engine: Engine) -> int | None:
