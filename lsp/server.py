@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import logging
+import os
 import sys
 from typing import Any
 
@@ -348,14 +350,39 @@ def main(argv: list[str] | None = None) -> None:
             bind, port = args.tcp or args.ws
             security.check_bind(bind, policy.token)
             serve = transports.serve_tcp if args.tcp else transports.serve_ws
-            serve(lambda: build_server(host), bind, port, host, policy)
+            try:
+                serve(lambda: build_server(host), bind, port, host, policy)
+            except OSError as e:
+                if e.errno not in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
+                    raise
+                why = {errno.EADDRINUSE: "the port is already in use (another completer-lsp?)",
+                       errno.EACCES: "permission denied", errno.EADDRNOTAVAIL: "no such local address"}[e.errno]
+                print(f"completer-lsp: cannot listen on {bind}:{port}: {why}", file=sys.stderr)
+                sys.exit(1)
         else:
-            transports.serve_stdio(build_server(host), host, policy)
+            try:
+                transports.serve_stdio(build_server(host), host, policy)
+            except SystemExit as e:    # `exit` (pygls calls sys.exit once the connection is closed)
+                _exit_now(e.code if isinstance(e.code, int) else 0)
+            _exit_now(0)
     except security.SecurityError as e:
         print(f"completer-lsp: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         pass
+
+
+def _exit_now(code: int) -> None:
+    """End the stdio server at once: requests are answered and the engine is closed by now, and the interpreter's
+    own teardown (collecting the model's tensors, joining the thread blocked on stdin) takes seconds, so editors
+    restarting the server waited 0.7-3.5 s and sometimes killed it."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":
