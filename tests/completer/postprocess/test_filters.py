@@ -1,0 +1,104 @@
+"""Golden tables, one per post-processing filter: each filter alone on (text, Context) -> text.
+
+The whole chain through ``build_prompt`` is tabled in ``tests/completer/test_postprocess.py``; here every filter is
+checked on its own inputs, so a change to one shows up as that filter's row, not as a shifted end result.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from completer import postprocess as pp
+from completer.postprocess import Context
+
+PY_BLOCK = Context(mode="block", indent="    ", language="python")
+PY_BLANK = Context(line_before="    ", mode="block", indent="    ", language="python")
+JS_BRACES = Context(line_before="function f(x) {", rest="}", suffix="}\n", mode="block", indent="  ",
+                    language="javascript", block_closed=True)
+LINE = Context(language="python")
+
+TABLES = {
+    "cut_at_end_token": [
+        ("x = 1<|endoftext|>junk", LINE, "x = 1"),
+        ("a<|file_sep|>b<|endoftext|>", LINE, "a"),
+        ("<EOT>tail</s>", Context(template="codellama"), ""),
+        ("no end token", LINE, "no end token"),
+    ],
+    "normalize_newlines": [
+        ("a\r\nb\r\n", LINE, "a\nb\n"),
+        ("a\nb", LINE, "a\nb"),
+    ],
+    "one_line": [
+        (" + 2\ny = 3\n", LINE, " + 2"),
+        ("\n    return x", PY_BLOCK, "\n    return x"),          # block mode keeps every line
+    ],
+    "reindent_first_line": [
+        ("   return x", Context(line_before="    ", indent="    "), "return x"),     # typed indent not repeated
+        ("    y = x\n    return y", PY_BLANK, "y = x\n    return y"),
+        ("\n    y = x\n    return y", PY_BLANK, "y = x\n    return y"),              # no blank first line
+        ("\n        deeper", PY_BLANK, "    deeper"),
+        ("x = 1", Context(line_before="y = ", indent=""), "x = 1"),                   # code before: untouched
+        ("  ", PY_BLANK, "  "),
+    ],
+    "indent_body": [
+        ("\nreturn x", Context(line_before="def f(x):", mode="block", indent="    "), "\n    return x"),
+        ("\n    return x", Context(line_before="def f(x):", mode="block", indent="    "), "\n    return x"),
+        ("\nreturn x", Context(line_before="def f(x):", mode="block", indent=""), "\nreturn x"),
+        ("\nreturn x", Context(line_before="x = ", mode="line", indent="    "), "\nreturn x"),
+    ],
+    "cut_at_block_end": [
+        ("\n    y = x * 2\n    return y\n\ndef g():\n    pass",
+         Context(line_before="def f(x):", mode="block", indent="    ", language="python"),
+         "\n    y = x * 2\n    return y\n"),
+        ("y = x + 1\n    return y\n", Context(line_before="    ", suffix="\n    return y\n", mode="block",
+                                             indent="    ", language="python"), "y = x + 1"),
+        ("\n  return x;\n}\nfoo();", Context(line_before="function f(x) {", mode="block", indent="  ",
+                                              language="javascript", block_closed=False), "\n  return x;\n}"),
+        ("\n  return x;\n}", JS_BRACES, "\n  return x;"),
+        ("x\ny", LINE, "x\ny"),                                  # line mode: not this filter's business
+    ],
+    "trim_line_overlap": [
+        ("a, b))", Context(line_before="print(foo(", rest="))"), "a, b"),
+        ("a, b())", Context(line_before="print(foo(", rest="))"), "a, b()"),
+        ("hello'", Context(line_before="x = '", rest="'"), "hello"),
+        ("a)  # done", Context(line_before="x = compute(", rest=")  # done"), "a"),
+        ("value", Context(line_before="x = ", rest="value"), ""),
+        ("a\nb)", Context(line_before="f(", rest=")"), "a\nb)"),       # several lines: left to the block filters
+    ],
+    "strip_trailing_whitespace": [
+        ("x = 1   \n\n  \n", LINE, "x = 1"),
+        ("   \n\t", LINE, ""),
+        ("a\n\nb  ", LINE, "a\n\nb"),
+    ],
+    "close_bracket_line": [
+        ("\n  return x;", JS_BRACES, "\n  return x;\n"),
+        (" 1 + 2", Context(rest="}", outer_indent=""), " 1 + 2"),     # one line stays on the cursor's line
+        ("\n        g();", Context(rest="}", outer_indent="    "), "\n        g();\n    "),
+    ],
+    "restore_crlf": [
+        ("\n    return x", Context(crlf=True), "\r\n    return x"),
+        ("\n    return x", LINE, "\n    return x"),
+    ],
+}
+
+ROWS = [(name, *row) for name, rows in TABLES.items() for row in rows]
+
+
+@pytest.mark.parametrize("name,text,ctx,expected", ROWS)
+def test_filter_table(name, text, ctx, expected):
+    assert getattr(pp, name)(text, ctx) == expected
+
+
+def test_every_filter_has_a_table():
+    assert {f.__name__ for f in pp.FILTERS} == set(TABLES)
+
+
+def test_trace_names_each_step_and_skip_leaves_one_out():
+    from completer.context import SourceFile, build_prompt
+    text = "def f(x):\n    \n"
+    plan = build_prompt(SourceFile("file:///m.py", "python", text), len("def f(x):\n    "),
+                        count_tokens=lambda s: len(s) // 3)
+    steps = pp.trace("   return x<|endoftext|>", plan)
+    assert [n for n, _ in steps] == ["raw"] + [f.__name__ for f in pp.FILTERS]
+    assert steps[-1][1] == "return x"
+    assert pp.postprocess("   return x", plan, skip={"reindent_first_line"}) == "   return x"
