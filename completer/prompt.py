@@ -37,6 +37,10 @@ END_TOKENS = {
     "plain": ("<|endoftext|>", "</s>", "<|im_end|>", "<|eot_id|>"),
 }
 
+# Every family's end strings: the embedded engine stops on any of these token ids whatever the template (a model may
+# emit another family's end token; its config's eos_token_id is added to them).
+ALL_END_TOKENS = tuple(dict.fromkeys(t for ends in END_TOKENS.values() for t in ends))
+
 
 def fim_prompt(prefix: str, suffix: str, template: str, context: str = "") -> str:
     """The model prompt for a cursor between ``prefix`` and ``suffix``; ``context`` is prepended to the prefix."""

@@ -33,34 +33,7 @@ other language id gets the same windows without syntax context (``language == "t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    uri: str
-    language_id: str      # as LSP sends it ("python", "typescriptreact", ...)
-    text: str
-
-
-@dataclass(frozen=True)
-class PromptPlan:
-    prompt: str                 # the full model prompt, FIM template applied
-    prefix: str                 # document text before the cursor that the prompt contains (possibly windowed)
-    suffix: str                 # document text after the cursor that the prompt contains
-    mode: str                   # "line" (finish the current line) | "block" (after a block opener / empty body)
-    stop: tuple[str, ...]       # stop strings for the engine
-    indent: str                 # indentation of the block the completion goes into
-    language: str               # canonical language name or "text"
-    max_tokens: int             # suggested max new tokens for this mode
-    context: str = ""           # the comment-line context block placed before the prefix
-    snippets: tuple[str, ...] = ()  # the context items included, highest priority first (for debugging/tests)
-    block_closed: bool = True   # brace languages: the suffix already closes the block the completion is in
-    template: str = "house"
-    outer_indent: str = ""      # block mode: indentation of the block's header line (where its closer goes)
-    prompt_tokens: int = 0      # count_tokens(prompt)
-
-
-from .builder import ANCHOR_STEP, NEAR_SHARE, SUFFIX_SHARE, build_prompt  # noqa: E402
+from .builder import ANCHOR_STEP, NEAR_SHARE, SUFFIX_SHARE, build_prompt
+from .plan import PromptPlan, SourceFile
 
 __all__ = ["SourceFile", "PromptPlan", "build_prompt", "ANCHOR_STEP", "NEAR_SHARE", "SUFFIX_SHARE"]

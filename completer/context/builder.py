@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 from completer.prompt import END_TOKENS, fim_prompt
 
-from . import PromptPlan, SourceFile
+from .plan import PromptPlan, SourceFile
 from .languages import INDENTED, canonical_language, comment_prefix, display_name
 from .mode import choose_mode
 from .syntax import Item, outline, sanitize

@@ -23,13 +23,11 @@ from tokenizers import Tokenizer
 
 from ..models import resolve_model
 from ..models.llama import KVCache, LlamaForCausalLM
-from ..prompt import template_for_model
+from ..prompt import ALL_END_TOKENS, template_for_model
 from ..speculative import DraftProposer, Sampling, decode_one, make_schedule, prefill, propose_ngram, speculative_step
 from .base import Chunk, Counters, EngineError, Request, apply_stop, held_back
 from .config import EngineConfig
 
-STOP_TOKENS = ("<|endoftext|>", "<|file_sep|>", "<|fim_pad|>", "<|im_end|>", "</s>", "<|eot_id|>", "<EOT>",
-               "<|EOT|>", "<｜end▁of▁sentence｜>", "<file_sep>")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CACHE_KEYS = 8          # documents whose KV caches are kept for reuse (LRU)
 DETOK_CONTEXT = 4       # prompt tokens decoded with the output so that leading spaces/merges come out right
@@ -178,7 +176,7 @@ class TorchEngine:
 
     def _stop_ids(self) -> set[int]:
         ids = set()
-        for t in STOP_TOKENS:
+        for t in ALL_END_TOKENS:
             i = self.tokenizer.token_to_id(t)
             if i is not None:
                 ids.add(i)
