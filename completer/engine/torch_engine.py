@@ -15,14 +15,13 @@ import functools
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import AsyncIterator
 
 import torch
-from tokenizers import Tokenizer
 
 from ..models import resolve_model
 from ..models.llama import KVCache, LlamaForCausalLM
+from ..models.tokenizer import load_tokenizer
 from ..prompt import ALL_END_TOKENS, template_for_model
 from ..speculative import DraftProposer, Sampling, decode_one, make_schedule, prefill, propose_ngram, speculative_step
 from .base import Chunk, Counters, EngineError, Request, apply_stop, held_back
@@ -47,13 +46,6 @@ def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
     if dtype not in DTYPES:
         raise EngineError(f"dtype must be one of auto, {', '.join(DTYPES)}; got {dtype!r}")
     return DTYPES[dtype]
-
-
-def load_tokenizer(folder: Path) -> Tokenizer:
-    path = folder / "tokenizer.json"
-    if not path.is_file():
-        raise EngineError(f"{folder} has no tokenizer.json")
-    return Tokenizer.from_file(str(path))
 
 
 @dataclass
@@ -89,7 +81,10 @@ class TorchEngine:
             self.model_path = resolve_model(config.model)
         except FileNotFoundError as e:
             raise EngineError(str(e)) from e
-        self.tokenizer = load_tokenizer(self.model_path)
+        try:
+            self.tokenizer = load_tokenizer(self.model_path)
+        except FileNotFoundError as e:
+            raise EngineError(str(e)) from e
         self.target = LlamaForCausalLM.from_pretrained(self.model_path, self.device, self.dtype)
         vocab = self.tokenizer.get_vocab_size(with_added_tokens=True)
         self.n_vocab = min(vocab, self.target.config.vocab_size)

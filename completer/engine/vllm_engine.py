@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from ..models import resolve_model
+from ..models.tokenizer import load_tokenizer
 from ..prompt import template_for_model
 from .base import Chunk, Counters, EngineError, Request
 from .config import EngineConfig
@@ -127,18 +128,16 @@ class VLLMEngine:
             from vllm.v1.engine.async_llm import AsyncLLM
         except ImportError as e:
             raise EngineError(f"backend 'vllm' needs vLLM (pip install 'completer[vllm]'; a CUDA GPU): {e}") from e
-        from tokenizers import Tokenizer
-
         self.config = config
         try:
             self.model_path = resolve_model(config.model)
             self.draft_path = resolve_model(config.draft) if config.speculation == "draft" else None
         except FileNotFoundError as e:
             raise EngineError(str(e)) from e
-        tok = self.model_path / "tokenizer.json"
-        if not tok.is_file():
-            raise EngineError(f"{self.model_path} has no tokenizer.json")
-        self.tokenizer = Tokenizer.from_file(str(tok))
+        try:
+            self.tokenizer = load_tokenizer(self.model_path)
+        except FileNotFoundError as e:
+            raise EngineError(str(e)) from e
         try:
             self.kwargs = engine_kwargs(config, self.model_path, self.draft_path, **engine_overrides)
         except ValueError as e:

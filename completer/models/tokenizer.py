@@ -47,4 +47,9 @@ def save_tokenizer(tok: Tokenizer, folder: str | Path, model_max_length: int = 2
 
 
 def load_tokenizer(folder: str | Path) -> Tokenizer:
-    return Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
+    """The ``tokenizer.json`` of a model folder (the one loader for training, evaluation and both engines);
+    FileNotFoundError naming the folder when it has none."""
+    path = Path(folder) / "tokenizer.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder} has no tokenizer.json")
+    return Tokenizer.from_file(str(path))
