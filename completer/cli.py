@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "train":
         from .models.train import main as train_main
         return train_main(argv[1:]) or 0
+    if argv and argv[0] == "train-drafter":
+        from .models.drafter import main as drafter_main
+        return drafter_main(argv[1:]) or 0
     p = argparse.ArgumentParser(prog="completer", description="Code completion from the embedded engine.")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("complete", help="print the completion at a position of FILE",
@@ -95,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--seed", type=int, default=None)
     c.add_argument("--stats", action="store_true", help="print the engine counters to stderr")
     sub.add_parser("train", help="train the house tokenizer and model pair (see completer.models.train)")
+    sub.add_parser("train-drafter", help="train an EAGLE-3 drafter for a target model (see completer.models.drafter)")
     args = p.parse_args(argv)
     try:
         return asyncio.run(complete(args))
