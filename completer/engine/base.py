@@ -17,6 +17,11 @@ class EngineError(RuntimeError):
     """A request failed inside the engine (bad request, engine crash); the message is meant for the user."""
 
 
+class RequestError(EngineError):
+    """The request itself cannot be served (empty prompt, token ids outside the vocabulary, longer than the
+    model's context): the engine is fine and stays up; the caller has to change the request."""
+
+
 @dataclass(frozen=True)
 class Request:
     request_id: str
@@ -27,6 +32,8 @@ class Request:
     top_p: float = 1.0
     seed: int | None = None
     cache_key: str | None = None         # scope of KV-cache reuse across requests (e.g. the document URI)
+    heal: str = ""                       # token healing: the prompt was backed up by these characters; the first
+                                         # tokens must re-type them (completer.healing), the output leaves them out
 
     def __post_init__(self) -> None:
         if not self.request_id:
@@ -37,6 +44,8 @@ class Request:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not isinstance(self.heal, str):
+            raise ValueError(f"heal must be a string, got {type(self.heal).__name__}")
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,21 @@ class Engine(Protocol):
 
     async def close(self) -> None:
         ...
+
+
+def check_prompt(ids: Sequence[int], *, n_vocab: int | None, positions: int | None, reserve: int = 1) -> None:
+    """The one check of a tokenized prompt, for every backend: not empty, ids inside ``0..n_vocab-1``, and
+    ``len(ids) + reserve`` (room for new tokens) within the model's ``positions``. Raises :class:`RequestError`.
+    (Fields of the request itself are checked once, in ``Request.__post_init__``.)"""
+    if not ids:
+        raise RequestError("empty prompt")
+    if n_vocab is not None:
+        bad = [t for t in ids if not isinstance(t, int) or not 0 <= t < n_vocab]
+        if bad:
+            raise RequestError(f"prompt token ids out of range 0..{n_vocab - 1}: {bad[:5]}")
+    if positions is not None and len(ids) + reserve > positions:
+        raise RequestError(f"prompt of {len(ids)} tokens (+{reserve} new) exceeds the model's context of "
+                           f"{positions} positions")
 
 
 def apply_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:

@@ -2,10 +2,11 @@
 
 ``SupervisedEngine(config)`` builds the backend ``config`` names (``create_engine``) and serves through it. It
 
-- checks every request before the engine sees it: prompt tokens against ``max_prompt_tokens`` and the model's
-  context, ``max_new_tokens`` against its limit, token ids against the vocabulary, and sheds a request when
-  ``max_inflight`` requests are already running (an :class:`EngineError` that says which limit, at once, instead of
-  an unbounded queue);
+- holds every request to the operator's limits before the engine sees it: prompt tokens against
+  ``max_prompt_tokens``, ``max_new_tokens`` against its limit, and sheds a request when ``max_inflight`` requests are
+  already running (an :class:`EngineError` that says which limit, at once, instead of an unbounded queue); what the
+  model itself cannot take (empty prompt, ids outside the vocabulary, longer than its context) the engine refuses
+  with a :class:`RequestError` (``base.check_prompt``), passed on as a refusal;
 - turns any failure of the engine during a request (an exception inside the embedded engine's step, vLLM's engine
   process dying) into an :class:`EngineError` for *every* request in flight on that engine ("engine failed: ...;
   restarting"), and then
@@ -16,8 +17,8 @@
 - counts all of it in ``counters()["supervisor"]`` (restarts, failures, refused and shed requests, requests in
   flight), next to the current engine's own counters.
 
-Because the supervisor validates requests itself, whatever the engine still raises is taken as a failure of the
-engine (at worst a spurious restart, never a wrong answer).
+Whatever else the engine raises is taken as a failure of the engine (at worst a spurious restart, never a wrong
+answer).
 
 Fault injection (tests and ``bench/reliability.py``): :func:`inject_step_fault` makes a real embedded engine fail
 inside its model step from the N-th step on, as a dead device would; env ``COMPLETER_INJECT_FAULT=N`` does it to the
@@ -36,7 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import AsyncIterator, Callable
 
 from ..text import clean_surrogates
-from .base import Chunk, Engine, EngineError, Request
+from .base import Chunk, Engine, EngineError, Request, RequestError
 from .config import EngineConfig
 
 log = logging.getLogger(__name__)
@@ -146,6 +147,9 @@ class SupervisedEngine:
                         yield chunk
                         if chunk.finished:
                             return
+                except RequestError:                           # the engine refused the request: it is fine
+                    outcome = "refused"
+                    raise
                 except (EngineError, Exception) as e:          # noqa: B014 - any engine exception is a failure
                     if flight.failure is None:
                         self._engine_failed(flight.generation, engine, e)
@@ -160,6 +164,8 @@ class SupervisedEngine:
                     self._consecutive = 0
             elif outcome == "failed":
                 self._stats.requests_failed += 1
+            elif outcome == "refused":
+                self._stats.requests_refused += 1
             else:
                 self._stats.requests_aborted += 1
 
@@ -197,21 +203,10 @@ class SupervisedEngine:
 
         if request.max_new_tokens > self.max_new_tokens:
             refuse(f"max_new_tokens={request.max_new_tokens} exceeds the limit of {self.max_new_tokens}")
-        if isinstance(request.prompt, str):
-            n = engine.count_tokens(request.prompt)
-        else:
-            n = len(request.prompt)
-            vocab = getattr(engine, "n_vocab", None)
-            bad = [t for t in request.prompt if not isinstance(t, int) or (vocab and not 0 <= t < vocab)]
-            if bad:
-                refuse(f"prompt token ids out of range 0..{vocab - 1 if vocab else '?'}: {bad[:5]}")
-        if n == 0:
-            refuse("empty prompt")
-        if self.max_prompt_tokens is not None and n > self.max_prompt_tokens:
-            refuse(f"prompt of {n} tokens exceeds the limit of {self.max_prompt_tokens} prompt tokens")
-        context = _context_length(engine)
-        if context is not None and n >= context:
-            refuse(f"prompt of {n} tokens exceeds the model's context of {context} positions")
+        if self.max_prompt_tokens is not None:
+            n = engine.count_tokens(request.prompt) if isinstance(request.prompt, str) else len(request.prompt)
+            if n > self.max_prompt_tokens:
+                refuse(f"prompt of {n} tokens exceeds the limit of {self.max_prompt_tokens} prompt tokens")
 
     # --- failure and restart ------------------------------------------------------------------------------
     def _engine_failed(self, generation: int, engine: Engine, error: BaseException) -> None:
@@ -276,13 +271,6 @@ class SupervisedEngine:
         if self._closed:
             raise EngineError("engine is closed")
         return self.inner
-
-
-def _context_length(engine: Engine) -> int | None:
-    target = getattr(engine, "target", None)
-    cfg = getattr(target, "config", None)
-    n = getattr(cfg, "max_position_embeddings", None)
-    return n if isinstance(n, int) else None
 
 
 def supervised(factory: Callable[[EngineConfig], Engine] | None = None, **limits) -> Callable[[EngineConfig], Engine]:

@@ -24,7 +24,7 @@ from ..models.llama import KVCache, LlamaForCausalLM
 from ..models.tokenizer import load_tokenizer
 from ..prompt import ALL_END_TOKENS, template_for_model
 from ..speculative import DraftProposer, Sampling, decode_one, make_schedule, prefill, propose_ngram, speculative_step
-from .base import Chunk, Counters, EngineError, Request, apply_stop, held_back
+from .base import Chunk, Counters, EngineError, Request, apply_stop, check_prompt, held_back
 from .config import EngineConfig
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -68,6 +68,7 @@ class _Running:
     pending_ids: list[int] = field(default_factory=list)    # token ids not yet sent (their text is held back)
     aborted: bool = False
     done: bool = False
+    heal_left: str = ""                                     # token healing: characters still to re-type
 
 
 class TorchEngine:
@@ -116,7 +117,7 @@ class TorchEngine:
             raise EngineError("engine is closed")
         if request.request_id in self._running:
             raise EngineError(f"request id {request.request_id!r} is already running")
-        run = _Running(request, asyncio.Queue())
+        run = _Running(request, asyncio.Queue(), heal_left=request.heal)
         run.prompt = self._prompt_ids(request)
         self._running[request.request_id] = run
         self._counters.requests_started += 1
@@ -180,19 +181,8 @@ class TorchEngine:
         return ids
 
     def _prompt_ids(self, request: Request) -> list[int]:
-        if isinstance(request.prompt, str):
-            ids = self.encode(request.prompt)
-        else:
-            ids = [int(t) for t in request.prompt]
-            bad = [t for t in ids if not 0 <= t < self.n_vocab]
-            if bad:
-                raise EngineError(f"prompt token ids out of range 0..{self.n_vocab - 1}: {bad[:5]}")
-        if not ids:
-            raise EngineError("empty prompt")
-        limit = self.target.config.max_position_embeddings - 1
-        if len(ids) > limit:
-            raise EngineError(f"prompt of {len(ids)} tokens exceeds the model's context of "
-                              f"{self.target.config.max_position_embeddings} positions")
+        ids = self.encode(request.prompt) if isinstance(request.prompt, str) else list(request.prompt)
+        check_prompt(ids, n_vocab=self.n_vocab, positions=self.target.config.max_position_embeddings)
         return ids
 
     def _mark_aborted(self, run: _Running) -> None:
@@ -269,13 +259,15 @@ class TorchEngine:
             run.schedule = make_schedule(self.config.num_speculative_tokens, self.config.max_speculative_tokens)
             if req.max_new_tokens == 0:
                 return []
-            first, reused = prefill(self.target, run.caches.target, run.prompt, run.sampling, self.n_vocab)
+            first, reused = prefill(self.target, run.caches.target, run.prompt, run.sampling, self.n_vocab,
+                                    self._healing(run))
             self._counters.prompt_tokens += len(run.prompt)
             self._counters.cached_prompt_tokens += reused
             run.tokens = list(run.prompt)
             return [first]
-        if self.config.speculation == "none":
-            return decode_one(self.target, run.caches.target, run.tokens, run.sampling, self.n_vocab).tokens
+        if self.config.speculation == "none" or run.heal_left:   # healing steps are one constrained token each
+            return decode_one(self.target, run.caches.target, run.tokens, run.sampling, self.n_vocab,
+                              self._healing(run)).tokens
         k = min(run.schedule.k, req.max_new_tokens - len(run.generated) - 1)
         if k < 1:
             return decode_one(self.target, run.caches.target, run.tokens, run.sampling, self.n_vocab).tokens
@@ -285,6 +277,10 @@ class TorchEngine:
             self._counters.record_draft(res.proposed, res.accepted)
             run.schedule.update(res.proposed, res.accepted)
         return res.tokens
+
+    def _healing(self, run: _Running) -> tuple[int, ...]:
+        """The token ids allowed while token healing still has characters to re-type (none: no constraint)."""
+        return healing.allowed_tokens(self.tokenizer, run.heal_left, self.n_vocab) if run.heal_left else ()
 
     def _propose(self, run: _Running, tokens, k: int, sampling: Sampling):
         method = self.config.speculation
@@ -323,6 +319,10 @@ class TorchEngine:
                     new, reason = new[:i + 1], "stop"
                     break
         self._counters.generated_tokens += len(new)
+        for t in new:
+            if not run.heal_left:
+                break
+            run.heal_left = healing.advance(run.heal_left, self.tokenizer.decode([t], skip_special_tokens=False))
         run.tokens.extend(new)
         run.generated.extend(new)
         if reason is None and len(run.generated) >= req.max_new_tokens:
@@ -330,7 +330,9 @@ class TorchEngine:
         if reason is None and len(run.tokens) >= self.target.config.max_position_embeddings:
             reason = "length"
         visible = [t for t in run.generated if t not in self.stop_ids]
-        text = self._detokenize(run, visible)
+        text = healing.strip_healed(self._detokenize(run, visible), req.heal)
+        if text is None:                                       # still re-typing what the prompt was backed up by
+            text = ""
         text, stopped = apply_stop(text, req.stop)
         if stopped:
             reason = "stop"

@@ -22,7 +22,7 @@ from typing import Any, AsyncIterator
 from ..models import resolve_model
 from ..models.tokenizer import load_tokenizer
 from ..prompt import template_for_model
-from .base import Chunk, Counters, EngineError, Request
+from .base import Chunk, Counters, EngineError, Request, check_prompt
 from .config import EngineConfig
 
 log = logging.getLogger(__name__)
@@ -177,11 +177,7 @@ class VLLMEngine:
         if rid in self._active:
             raise EngineError(f"request id {rid!r} is already running")
         ids = list(request.prompt) if not isinstance(request.prompt, str) else self.encode(request.prompt)
-        if not ids:
-            raise EngineError("empty prompt")
-        if len(ids) + max(request.max_new_tokens, 1) > self.max_model_len:
-            raise EngineError(f"prompt of {len(ids)} tokens + {request.max_new_tokens} new tokens exceeds the "
-                              f"model's {self.max_model_len} positions")
+        check_prompt(ids, n_vocab=None, positions=self.max_model_len, reserve=max(request.max_new_tokens, 1))
         c = self._counters
         c.requests_started += 1
         c.prompt_tokens += len(ids)
