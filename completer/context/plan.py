@@ -30,3 +30,5 @@ class PromptPlan:
     template: str = "house"
     outer_indent: str = ""      # block mode: indentation of the block's header line (where its closer goes)
     prompt_tokens: int = 0      # count_tokens(prompt)
+    heal: str = ""              # token healing: the prompt's prefix ends this many characters early; the engine's
+                                # first tokens re-type them (completer.healing)

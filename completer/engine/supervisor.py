@@ -187,6 +187,11 @@ class SupervisedEngine:
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(clean_surrogates(text))
 
+    @property
+    def tokenizer(self):
+        """The engine's tokenizer, or None (token healing reads its vocabulary to find the prompt's last token)."""
+        return getattr(self.inner, "tokenizer", None)
+
     async def close(self) -> None:
         self._closed = True
         if self._restart is not None and not self._restart.done():

@@ -19,6 +19,7 @@ from typing import AsyncIterator
 
 import torch
 
+from .. import healing
 from ..models import resolve_model
 from ..models.llama import KVCache, LlamaForCausalLM
 from ..models.tokenizer import load_tokenizer

@@ -46,20 +46,32 @@ class StepResult:
     accepted: int = 0        # of which accepted
 
 
+def only(logits: torch.Tensor, allowed: Sequence[int] | None) -> torch.Tensor:
+    """``logits`` with every token outside ``allowed`` at -inf (token healing's constrained steps); unchanged
+    when ``allowed`` is None or empty."""
+    if not allowed:
+        return logits
+    idx = torch.as_tensor(allowed, dtype=torch.long, device=logits.device)
+    out = torch.full_like(logits, float("-inf"))
+    out[..., idx] = logits[..., idx]
+    return out
+
+
 @torch.inference_mode()
 def prefill(target: LlamaForCausalLM, cache: KVCache, prompt: Sequence[int], sampling: Sampling,
-            n_vocab: int) -> tuple[int, int]:
-    """Run the prompt (reusing the cache's longest common prefix); returns (first token, reused positions)."""
+            n_vocab: int, allowed: Sequence[int] | None = None) -> tuple[int, int]:
+    """Run the prompt (reusing the cache's longest common prefix); returns (first token, reused positions). With
+    ``allowed`` the first token is one of those ids."""
     logits, reused = catch_up(target, cache, prompt, n_vocab)
-    return sampling.sample(logits), reused
+    return sampling.sample(only(logits, allowed)), reused
 
 
 @torch.inference_mode()
 def decode_one(target: LlamaForCausalLM, cache: KVCache, tokens: Sequence[int], sampling: Sampling,
-               n_vocab: int) -> StepResult:
-    """Plain autoregressive step: feed the last committed token, sample the next."""
+               n_vocab: int, allowed: Sequence[int] | None = None) -> StepResult:
+    """Plain autoregressive step: feed the last committed token, sample the next (one of ``allowed`` if given)."""
     logits, _ = catch_up(target, cache, tokens, n_vocab)
-    return StepResult([sampling.sample(logits)])
+    return StepResult([sampling.sample(only(logits, allowed))])
 
 
 @torch.inference_mode()
