@@ -69,13 +69,15 @@ export class InlineBridge {
   constructor(private readonly send: Send, private readonly now: () => number = () => performance.now(),
               private readonly onUpdate: (b: InlineBridge) => void = () => {}) {}
 
-  /** Ghost items for the cursor; [] when cancelled (the user typed on) or on a server error. */
-  async provide(uri: string, cursor: Position, triggerKind: number, token: CancelToken): Promise<GhostItem[]> {
+  /** Ghost items for the cursor; [] when cancelled (the user typed on) or on a server error. `selected` is the
+   * suggestion selected in the suggest list: VS Code shows only ghost text that extends it, so the server is told. */
+  async provide(uri: string, cursor: Position, triggerKind: number, token: CancelToken,
+                selected?: { range: Range; text: string }): Promise<GhostItem[]> {
     if (token.isCancellationRequested) return [];
     this.requests++;
     const started = this.now();
     try {
-      const result = await this.send(inlineParams(uri, cursor, triggerKind), token);
+      const result = await this.send(inlineParams(uri, cursor, triggerKind, selected), token);
       if (token.isCancellationRequested) {
         this.cancelled++;
         return [];

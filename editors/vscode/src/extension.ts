@@ -1,29 +1,107 @@
-// completer for VS Code: starts `completer-lsp --stdio` with vscode-languageclient, shows its
-// textDocument/inlineCompletion answers as inline (ghost-text) completions, and the last latency in the status bar.
+// completer for VS Code: starts completer-lsp with vscode-languageclient, shows its textDocument/inlineCompletion
+// answers as inline (ghost-text) completions, and the last latency in the status bar.
+//
+// Ghost text only: the server also offers textDocument/completion (for editors without inline completions), but
+// VS Code would then show the same text twice (suggest list and ghost text) and the two requests cancel each other
+// on the server, so the client's completion feature is switched off unless `completer.completionList` asks for it.
+import { ChildProcess } from 'node:child_process';
 import * as vscode from 'vscode';
-import { LanguageClient, LanguageClientOptions, ServerOptions, TransportKind } from 'vscode-languageclient/node';
+import {
+  CloseAction, ErrorAction, LanguageClient, LanguageClientOptions, ServerOptions,
+} from 'vscode-languageclient/node';
 import { InlineBridge, TriggerKind } from './bridge';
-import { CompleterSettings, needsRestart, readSettings, serverCommand, SettingsError, toInitOptions } from './settings';
+import { connectTcp, resolveServer } from './launch';
+import {
+  CompleterSettings, needsRestart, readSettings, serverCommand, SettingsError, toInitOptions,
+} from './settings';
 
-let client: LanguageClient | undefined;
+/** The client, with its own pop-ups turned into output-channel lines: the extension shows one message itself. */
+class CompleterClient extends LanguageClient {
+  error(message: string, data?: unknown): void {
+    super.error(message, data, false);
+  }
+}
+
+let client: CompleterClient | undefined;
 let settings: CompleterSettings | undefined;
+let tcpServer: ChildProcess | null = null;   // a --tcp server the extension started (ended with the client)
+let provider: vscode.Disposable | undefined;
 
 function currentSettings(): CompleterSettings {
   const cfg = vscode.workspace.getConfiguration('completer');
   return readSettings((key) => cfg.get(key));
 }
 
-async function startClient(s: CompleterSettings, output: vscode.OutputChannel): Promise<LanguageClient> {
-  const { command, args } = serverCommand(s);
-  const serverOptions: ServerOptions = { command, args, transport: TransportKind.stdio };
+function documentSelector(s: CompleterSettings): { scheme: string; language?: string }[] {
+  const schemes = ['file', 'untitled'];
+  if (s.languages.includes('*')) return schemes.map((scheme) => ({ scheme }));
+  return s.languages.flatMap((language) => schemes.map((scheme) => ({ scheme, language })));
+}
+
+/** Keep vscode-languageclient from registering the server's completion provider (see the top of this file). */
+function ghostTextOnly(c: LanguageClient): void {
+  const feature = c.getFeature('textDocument/completion') as unknown as { initialize(): void; register(): void };
+  feature.initialize = () => {};
+  feature.register = () => {};
+}
+
+async function startClient(s: CompleterSettings, output: vscode.OutputChannel,
+                           onGiveUp: (why: string) => void): Promise<CompleterClient> {
+  const { command, args, transport } = serverCommand(s);
+  const folders = (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === 'file')
+    .map((f) => f.uri.fsPath);
+  const exe = resolveServer(command, folders, process.env.PATH);
+  output.appendLine(`[completer] starting ${[exe, ...args].join(' ')}`);
+  let serverOptions: ServerOptions;
+  if (transport.kind === 'stdio') {
+    serverOptions = { command: exe, args };   // no `transport`: the arguments go to the server exactly as given
+  } else {
+    serverOptions = async () => {
+      const { socket, started } = await connectTcp(exe, args, transport.host, transport.port,
+                                                   (text) => output.append(text));
+      tcpServer = started;
+      return { reader: socket, writer: socket };
+    };
+  }
+  let restarts: number[] = [];
   const clientOptions: LanguageClientOptions = {
-    documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
+    documentSelector: documentSelector(s),
     initializationOptions: toInitOptions(s),
     outputChannel: output,
+    initializationFailedHandler: () => false,   // the extension reports it (start() rejects)
+    errorHandler: {
+      error: () => ({ action: ErrorAction.Continue, handled: true }),
+      closed: () => {
+        const now = Date.now();
+        restarts = restarts.filter((t) => now - t < 180000);
+        if (restarts.length < 3) {
+          restarts.push(now);
+          return { action: CloseAction.Restart, handled: true };
+        }
+        onGiveUp('the server stopped 4 times in 3 minutes');
+        return { action: CloseAction.DoNotRestart, handled: true };
+      },
+    },
   };
-  const c = new LanguageClient('completer', 'completer', serverOptions, clientOptions);
-  await c.start();
+  const c = new CompleterClient('completer', 'completer', serverOptions, clientOptions);
+  if (!s.completionList) ghostTextOnly(c);
+  try {
+    await c.start();
+  } catch (e) {
+    await stopClient(c);
+    throw e;
+  }
   return c;
+}
+
+async function stopClient(c: CompleterClient | undefined): Promise<void> {
+  try {
+    if (c?.isRunning()) await c.stop(3000);
+  } catch {
+    // already gone
+  }
+  tcpServer?.kill();
+  tcpServer = null;
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
@@ -47,36 +125,54 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     },
   );
 
+  const fail = (message: string) => {
+    status.text = '$(error) completer';
+    output.appendLine(`[completer] ${message}`);
+    void vscode.window.showErrorMessage(`completer: ${message}`);
+  };
+
+  const register = (s: CompleterSettings) => {
+    provider?.dispose();
+    provider = vscode.languages.registerInlineCompletionItemProvider(documentSelector(s), {
+      async provideInlineCompletionItems(document, position, ctx, token) {
+        if (!client || !settings?.enable) return [];
+        const trigger = ctx.triggerKind === vscode.InlineCompletionTriggerKind.Invoke
+          ? TriggerKind.Invoked : TriggerKind.Automatic;
+        const sel = ctx.selectedCompletionInfo;
+        const selected = sel && {
+          range: { start: { line: sel.range.start.line, character: sel.range.start.character },
+                   end: { line: sel.range.end.line, character: sel.range.end.character } },
+          text: sel.text,
+        };
+        const items = await bridge.provide(document.uri.toString(), position, trigger, token, selected);
+        return items.map((it) => new vscode.InlineCompletionItem(it.text, new vscode.Range(
+          it.range.start.line, it.range.start.character, it.range.end.line, it.range.end.character)));
+      },
+    });
+  };
+
   const start = async () => {
     try {
       settings = currentSettings();
-      client = await startClient(settings, output);
+      register(settings);
+      client = await startClient(settings, output, fail);
       status.text = '$(sparkle) completer';
     } catch (e) {
-      status.text = '$(error) completer';
-      const msg = e instanceof SettingsError ? e.message : `could not start the server: ${e}`;
-      void vscode.window.showErrorMessage(`completer: ${msg}`);
+      client = undefined;
+      fail(e instanceof Error ? e.message : String(e));
     }
+  };
+  const restart = async () => {
+    const old = client;
+    client = undefined;
+    await stopClient(old);
+    await start();
   };
   await start();
 
-  context.subscriptions.push(vscode.languages.registerInlineCompletionItemProvider({ pattern: '**' }, {
-    async provideInlineCompletionItems(document, position, ctx, token) {
-      if (!client || !settings?.enable) return [];
-      const trigger = ctx.triggerKind === vscode.InlineCompletionTriggerKind.Invoke
-        ? TriggerKind.Invoked : TriggerKind.Automatic;
-      const items = await bridge.provide(document.uri.toString(), position, trigger, token);
-      return items.map((it) => new vscode.InlineCompletionItem(it.text, new vscode.Range(
-        it.range.start.line, it.range.start.character, it.range.end.line, it.range.end.character)));
-    },
-  }));
-
   context.subscriptions.push(
-    vscode.commands.registerCommand('completer.restart', async () => {
-      await client?.stop();
-      client = undefined;
-      await start();
-    }),
+    { dispose: () => provider?.dispose() },
+    vscode.commands.registerCommand('completer.restart', restart),
     vscode.commands.registerCommand('completer.showStats', async () => {
       if (!client) return;
       const stats = await client.sendRequest('completer/stats', {});
@@ -89,13 +185,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       try {
         next = currentSettings();
       } catch (err) {
-        void vscode.window.showErrorMessage(`completer: ${(err as Error).message}`);
+        fail(err instanceof SettingsError ? err.message : String(err));
         return;
       }
       if (!client || !settings || needsRestart(settings, next)) {
-        await client?.stop();
-        client = undefined;
-        await start();
+        await restart();
         return;
       }
       settings = next;
@@ -105,6 +199,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 }
 
 export async function deactivate(): Promise<void> {
-  await client?.stop();
+  const old = client;
   client = undefined;
+  await stopClient(old);
 }

@@ -4,8 +4,17 @@
 export const SPECULATION = ['none', 'draft', 'ngram', 'draft+ngram'] as const;
 export const BACKENDS = ['torch', 'vllm'] as const;
 
+/** Code languages (VS Code language ids) the provider runs on by default: not settings.json, Markdown or logs. */
+export const CODE_LANGUAGES = [
+  'python', 'javascript', 'javascriptreact', 'typescript', 'typescriptreact', 'go', 'rust', 'java', 'kotlin', 'scala',
+  'c', 'cpp', 'csharp', 'ruby', 'php', 'lua', 'shellscript', 'swift', 'r', 'julia', 'haskell', 'ocaml', 'elixir',
+  'dart', 'perl', 'sql',
+];
+
 export interface CompleterSettings {
   serverCommand: string[];
+  languages: string[];
+  completionList: boolean;
   backend: (typeof BACKENDS)[number];
   model: string;
   draft: string | null;
@@ -18,7 +27,9 @@ export interface CompleterSettings {
 }
 
 export const DEFAULTS: CompleterSettings = {
-  serverCommand: ['completer-lsp', '--stdio'],
+  serverCommand: ['completer-lsp'],
+  languages: CODE_LANGUAGES,
+  completionList: false,
   backend: 'torch',
   model: 'house:target',
   draft: 'house:draft',
@@ -54,7 +65,8 @@ export function readSettings(get: (key: string) => unknown): CompleterSettings {
     return (v === undefined ? DEFAULTS[key] : v) as CompleterSettings[K];
   };
   const s: CompleterSettings = {
-    serverCommand: pick('serverCommand'), backend: pick('backend'), model: pick('model'), draft: pick('draft'),
+    serverCommand: pick('serverCommand'), languages: pick('languages'), completionList: pick('completionList'),
+    backend: pick('backend'), model: pick('model'), draft: pick('draft'),
     speculation: pick('speculation'), numSpeculativeTokens: pick('numSpeculativeTokens'), device: pick('device'),
     maxTokens: pick('maxTokens'), debounceMs: pick('debounceMs'), enable: pick('enable'),
   };
@@ -64,6 +76,10 @@ export function readSettings(get: (key: string) => unknown): CompleterSettings {
       !s.serverCommand.every((x) => typeof x === 'string' && x !== '')) {
     throw bad('serverCommand', 'expected a non-empty list of strings', s.serverCommand);
   }
+  if (!Array.isArray(s.languages) || !s.languages.every((x) => typeof x === 'string' && x !== '')) {
+    throw bad('languages', 'expected a list of language ids (e.g. ["python", "go"]; ["*"] for every language)', s.languages);
+  }
+  if (typeof s.completionList !== 'boolean') throw bad('completionList', 'expected true or false', s.completionList);
   if (!BACKENDS.includes(s.backend)) throw bad('backend', `expected one of ${BACKENDS.join(', ')}`, s.backend);
   if (typeof s.model !== 'string' || !s.model) throw bad('model', 'expected a model name', s.model);
   if (s.draft === '') s.draft = null;
@@ -108,14 +124,30 @@ export function toInitOptions(s: CompleterSettings): InitOptions {
   };
 }
 
-/** How to start the server: executable and arguments (stdio is added when the command names no transport). */
-export function serverCommand(s: CompleterSettings): { command: string; args: string[] } {
+export type Transport = { kind: 'stdio' } | { kind: 'tcp'; host: string; port: number };
+
+/** How to start the server: executable, arguments exactly as given (stdio is the server's default), and the
+ * transport they name. `--tcp HOST:PORT` (or PORT) is connected to as a socket; `--ws` is for web pages and refused
+ * here with the forms that work, as is a `--tcp` without a fixed port (the extension must know where to connect). */
+export function serverCommand(s: CompleterSettings): { command: string; args: string[]; transport: Transport } {
   const [command, ...args] = s.serverCommand;
-  if (!args.some((a) => a === '--stdio' || a === '--tcp' || a === '--ws')) args.push('--stdio');
-  return { command, args };
+  const bad = (why: string) => new SettingsError(
+    `completer.serverCommand: ${why}; use ["completer-lsp"] (stdio, the default) or ` +
+    `["completer-lsp", "--tcp", "127.0.0.1:PORT"], got ${JSON.stringify(s.serverCommand)}`);
+  if (args.some((a) => a === '--ws' || a.startsWith('--ws='))) {
+    throw bad('--ws is for the web page (editors/web), not VS Code');
+  }
+  const i = args.findIndex((a) => a === '--tcp' || a.startsWith('--tcp='));
+  if (i < 0) return { command, args, transport: { kind: 'stdio' } };
+  const value = args[i].startsWith('--tcp=') ? args[i].slice('--tcp='.length) : args[i + 1];
+  const m = /^(?:(.*):)?(\d+)$/.exec(value ?? '');
+  const port = m ? Number(m[2]) : NaN;
+  if (!m || !(port >= 1 && port <= 65535)) throw bad(`--tcp needs HOST:PORT with a fixed port, got ${JSON.stringify(value ?? null)}`);
+  return { command, args, transport: { kind: 'tcp', host: m[1] || '127.0.0.1', port } };
 }
 
 /** Whether a settings change needs a new server process (else didChangeConfiguration is enough). */
 export function needsRestart(before: CompleterSettings, after: CompleterSettings): boolean {
-  return JSON.stringify(before.serverCommand) !== JSON.stringify(after.serverCommand);
+  const key = (s: CompleterSettings) => JSON.stringify([s.serverCommand, s.languages, s.completionList]);
+  return key(before) !== key(after);
 }

@@ -45,3 +45,11 @@ test('latency is the time of the request; cancellation and errors give no items'
   assert.deepEqual(await b.provide('file:///a', at(0, 5), 2, { isCancellationRequested: true }), []);
   assert.equal(seen.length, 3);
 });
+
+test('the suggestion selected in the list is forwarded as selectedCompletionInfo', async () => {
+  const seen: InlineCompletionParams[] = [];
+  const b = new InlineBridge(async (p) => { seen.push(p); return { items: [] }; });
+  const selected = { range: { start: at(2, 4), end: at(2, 6) }, text: 'append' };
+  await b.provide('file:///a', at(2, 6), TriggerKind.Automatic, { isCancellationRequested: false }, selected);
+  assert.deepEqual(seen[0].context, { triggerKind: 2, selectedCompletionInfo: selected });
+});

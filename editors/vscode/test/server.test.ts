@@ -5,7 +5,9 @@ import assert from 'node:assert/strict';
 import { spawn, ChildProcess } from 'node:child_process';
 import * as rpc from 'vscode-jsonrpc/node';
 import { InlineBridge, TriggerKind } from '../src/bridge';
+import { connectTcp } from '../src/launch';
 import { readSettings, serverCommand, toInitOptions } from '../src/settings';
+import * as net from 'node:net';
 
 const cmd = process.env.COMPLETER_LSP_CMD;
 const engine = JSON.parse(process.env.COMPLETER_ENGINE ?? '{}');
@@ -75,4 +77,36 @@ test('cancelling the token cancels the request on the server', { skip: !cmd && '
     after = await conn.sendRequest('completer/stats', {}) as { server: Record<string, number> };
   }
   assert.equal(after.server.requests_cancelled, before.server.requests_cancelled + 1);
+});
+
+test('--tcp HOST:PORT: the extension starts the server, connects, and a second client reuses it', { skip: !cmd && 'COMPLETER_LSP_CMD not set' }, async () => {
+  const port = await new Promise<number>((resolve) => {
+    const probe = net.createServer().listen(0, '127.0.0.1', () => {
+      const p = (probe.address() as net.AddressInfo).port;
+      probe.close(() => resolve(p));
+    });
+  });
+  // TCP clients may only name house:* models or the ones the operator lists with --model.
+  const allowed = [engine.model, engine.draft].filter((m) => m && !m.startsWith('house:')).flatMap((m) => ['--model', m]);
+  const settings = readSettings((k) => ({ serverCommand: [...JSON.parse(cmd!), '--tcp', `127.0.0.1:${port}`, ...allowed],
+                                          model: engine.model, draft: engine.draft, device: engine.device ?? 'cpu' } as Record<string, unknown>)[k]);
+  const { command, args, transport } = serverCommand(settings);
+  assert.deepEqual(transport, { kind: 'tcp', host: '127.0.0.1', port });
+  const first = await connectTcp(command, args, transport.host, port, () => {});
+  assert.ok(first.started, 'nothing listened there: the server is started');
+  try {
+    const second = await connectTcp(command, args, transport.host, port, () => {});
+    assert.equal(second.started, null, 'a listening server is connected to, not started again');
+    const c = rpc.createMessageConnection(new rpc.SocketMessageReader(second.socket), new rpc.SocketMessageWriter(second.socket));
+    c.listen();
+    const init = await c.sendRequest('initialize', { processId: null, rootUri: null, capabilities: {},
+                                                     initializationOptions: toInitOptions(settings) }) as { capabilities: Record<string, unknown> };
+    assert.ok(init.capabilities.inlineCompletionProvider);
+    await c.sendRequest('shutdown');
+    c.dispose();
+    second.socket.destroy();
+    first.socket.destroy();
+  } finally {
+    first.started!.kill();
+  }
 });

@@ -10,7 +10,9 @@ test('defaults give the server defaults, in lsp/config.py shape', () => {
               num_speculative_tokens: 'adaptive', device: 'auto' },
     maxTokens: 64, debounceMs: 30,
   });
-  assert.deepEqual(serverCommand(from({})), { command: 'completer-lsp', args: ['--stdio'] });
+  assert.deepEqual(serverCommand(from({})), { command: 'completer-lsp', args: [], transport: { kind: 'stdio' } });
+  assert.ok(from({}).languages.includes('python') && !from({}).languages.includes('json'));
+  assert.equal(from({}).completionList, false);
 });
 
 test('user settings map field by field', () => {
@@ -21,9 +23,21 @@ test('user settings map field by field', () => {
               device: 'cuda:1' },
     maxTokens: 32, debounceMs: 0,
   });
-  assert.deepEqual(serverCommand(s), { command: 'python', args: ['-m', 'lsp.server', '--stdio'] });
-  assert.deepEqual(serverCommand(from({ serverCommand: ['completer-lsp', '--ws', '127.0.0.1:9'] })).args,
-                   ['--ws', '127.0.0.1:9']);
+  // The arguments go to the server as given: the client library must not add a second --stdio.
+  assert.deepEqual(serverCommand(s), { command: 'python', args: ['-m', 'lsp.server'], transport: { kind: 'stdio' } });
+  assert.deepEqual(serverCommand(from({ serverCommand: ['completer-lsp', '--stdio'] })).args, ['--stdio']);
+});
+
+test('--tcp names where to connect; --ws and a --tcp without a fixed port are refused with the forms that work', () => {
+  assert.deepEqual(serverCommand(from({ serverCommand: ['completer-lsp', '--tcp', '127.0.0.1:9000'] })).transport,
+                   { kind: 'tcp', host: '127.0.0.1', port: 9000 });
+  assert.deepEqual(serverCommand(from({ serverCommand: ['completer-lsp', '--tcp=9001'] })).transport,
+                   { kind: 'tcp', host: '127.0.0.1', port: 9001 });
+  for (const cmd of [['completer-lsp', '--ws', '127.0.0.1:9'], ['completer-lsp', '--tcp', '127.0.0.1:0'],
+                     ['completer-lsp', '--tcp']]) {
+    assert.throws(() => serverCommand(from({ serverCommand: cmd })),
+                  /completer\.serverCommand: .*use \["completer-lsp"\] \(stdio, the default\) or \["completer-lsp", "--tcp", "127\.0\.0\.1:PORT"\]/);
+  }
 });
 
 test('bad settings are refused with the setting named', () => {
@@ -38,6 +52,8 @@ test('bad settings are refused with the setting named', () => {
     [{ serverCommand: [] }, /completer\.serverCommand/],
     [{ backend: 'tgi' }, /completer\.backend/],
     [{ model: '' }, /completer\.model/],
+    [{ languages: 'python' }, /completer\.languages: expected a list of language ids/],
+    [{ completionList: 'yes' }, /completer\.completionList/],
   ];
   for (const [values, message] of cases) {
     assert.throws(() => from(values), (e: unknown) => e instanceof SettingsError && message.test((e as Error).message),
@@ -47,7 +63,9 @@ test('bad settings are refused with the setting named', () => {
   assert.equal(toInitOptions(from({ draft: null, speculation: 'none' })).engine.draft, null);
 });
 
-test('only a new server command needs a restart', () => {
+test('only a new server command, language list or completion-list choice needs a restart', () => {
   assert.equal(needsRestart(DEFAULTS, { ...DEFAULTS, model: 'x' }), false);
   assert.equal(needsRestart(DEFAULTS, { ...DEFAULTS, serverCommand: ['other'] }), true);
+  assert.equal(needsRestart(DEFAULTS, { ...DEFAULTS, languages: ['python'] }), true);
+  assert.equal(needsRestart(DEFAULTS, { ...DEFAULTS, completionList: true }), true);
 });
