@@ -21,8 +21,11 @@ Pure logic, shared by both backends: ``heal_point`` (what to strip from a prompt
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import threading
 import weakref
+
+from completer.prompt import fim_prompt
 
 TAIL_CHARS = 256        # the prefix's last token is found by tokenizing this many characters before the cursor
 MAX_HEAL_CHARS = 32     # a longer last token (a run of spaces, a long literal) is not healed
@@ -41,6 +44,16 @@ def heal_point(prefix: str, tokenizer) -> str:
     if not last or len(last) > MAX_HEAL_CHARS or "\ufffd" in last or not tail.endswith(last):
         return ""
     return last
+
+
+def heal_plan(plan, tokenizer):
+    """``plan`` with its prompt backed up by the prefix's last token and ``heal`` set to the removed characters;
+    ``plan`` itself when there is nothing to heal or no tokenizer."""
+    heal = heal_point(plan.prefix, tokenizer)
+    if not heal:
+        return plan
+    prompt = fim_prompt(plan.prefix[: len(plan.prefix) - len(heal)], plan.suffix, plan.template, plan.context)
+    return dataclasses.replace(plan, prompt=prompt, heal=heal)
 
 
 class _Vocab:

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .context import PromptPlan, SourceFile, build_prompt
+from .context.syntax import Trees
 from .engine import Engine, Request
+from .healing import heal_plan
 from .postprocess import postprocess
 from .prompt import TEMPLATES
 
@@ -37,6 +39,7 @@ class Settings:
     max_tokens: int = 64            # upper bound on new tokens; line completions use fewer
     temperature: float = 0.0
     seed: int | None = None
+    token_healing: bool = True      # back the prompt up to a token boundary at the cursor (completer.healing)
 
 
 def resolve_template(template: str, engine: Engine) -> str:
@@ -49,11 +52,14 @@ def resolve_template(template: str, engine: Engine) -> str:
 
 
 def plan(source: SourceFile, offset: int, engine: Engine, settings: Settings = Settings(),
-         others: Sequence[SourceFile] = ()) -> PromptPlan:
-    """The prompt plan at ``offset`` of ``source`` within ``settings.budget_tokens`` tokens of ``engine``."""
-    return build_prompt(source, offset, others=list(others), count_tokens=engine.count_tokens,
-                        budget_tokens=settings.budget_tokens, template=resolve_template(settings.template, engine),
-                        max_tokens=settings.max_tokens)
+         others: Sequence[SourceFile] = (), trees: Trees | None = None) -> PromptPlan:
+    """The prompt plan at ``offset`` of ``source`` within ``settings.budget_tokens`` tokens of ``engine``; with
+    ``settings.token_healing`` the prompt ends on a token boundary (an engine without a ``tokenizer`` is not
+    healed). ``trees``: the caller's parse trees of its open documents (incremental re-parsing), if it keeps them."""
+    p = build_prompt(source, offset, others=list(others), count_tokens=engine.count_tokens,
+                     budget_tokens=settings.budget_tokens, template=resolve_template(settings.template, engine),
+                     max_tokens=settings.max_tokens, trees=trees)
+    return heal_plan(p, getattr(engine, "tokenizer", None)) if settings.token_healing else p
 
 
 class Generation:
@@ -69,7 +75,7 @@ class Generation:
         self.request = Request(request_id, plan.prompt, max_new_tokens=max(1, min(settings.max_tokens,
                                                                                    plan.max_tokens)),
                                stop=plan.stop, temperature=settings.temperature, seed=settings.seed,
-                               cache_key=cache_key)
+                               cache_key=cache_key, heal=plan.heal)
         self.raw = ""                      # the engine's text so far (stop strings already removed by the engine)
         self.tokens = 0                    # tokens streamed so far
         self.finished = False              # the engine ended the request (stop / length), text is complete
