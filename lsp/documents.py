@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from completer.context.syntax import Trees
+
 ENCODINGS = ("utf-16", "utf-8", "utf-32")
 _EOL = re.compile(r"\r\n|\r|\n")
 
@@ -163,7 +165,8 @@ def apply_changes(snapshot: Snapshot, changes: Iterable[Change], version: int) -
 
 
 class DocumentStore:
-    """The open documents of one client connection."""
+    """The open documents of one client connection, and their parse trees (``trees``: tree-sitter re-parses a
+    document incrementally from its previous tree; dropped when the document closes)."""
 
     def __init__(self, encoding: str = "utf-16", max_chars: int | None = None):
         if encoding not in ENCODINGS:
@@ -171,6 +174,7 @@ class DocumentStore:
         self.encoding = encoding
         self.max_chars = max_chars
         self._docs: dict[str, Snapshot] = {}
+        self.trees = Trees()
 
     def __contains__(self, uri: str) -> bool:
         return uri in self._docs
@@ -213,13 +217,6 @@ class DocumentStore:
         return new
 
     def close(self, uri: str) -> None:
+        self.trees.drop(uri)
         if self._docs.pop(uri, None) is None:
             raise UnknownDocument(f"document {uri} is not open, cannot close it")
-
-    def set_encoding(self, encoding: str) -> None:
-        if encoding not in ENCODINGS:
-            raise ValueError(f"position encoding must be one of {ENCODINGS}, got {encoding!r}")
-        self.encoding = encoding
-        self._docs = {
-            u: Snapshot(s.uri, s.text, s.version, s.language_id, encoding) for u, s in self._docs.items()
-        }

@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 
 from completer import pipeline
 from completer.context import SourceFile
+from completer.context.syntax import Trees
 
 from .config import ServerConfig
 from .documents import Snapshot
@@ -117,8 +118,10 @@ class Lifecycle:
         return sum(1 for ts in self._inflight.values() for t in ts if not t.done())
 
     # --- the request --------------------------------------------------------------------------------------
-    async def complete(self, snap: Snapshot, offset: int, others: Sequence[Snapshot] = ()) -> Completion:
-        """The completion at ``offset`` of ``snap``; raises CancelledError when superseded or cancelled."""
+    async def complete(self, snap: Snapshot, offset: int, others: Sequence[Snapshot] = (),
+                       trees: Trees | None = None) -> Completion:
+        """The completion at ``offset`` of ``snap``; raises CancelledError when superseded or cancelled.
+        ``trees``: the connection's parse trees (``DocumentStore.trees``)."""
         cfg = self._config()
         t0 = time.perf_counter()
         self.stats.requests_received += 1
@@ -134,7 +137,7 @@ class Lifecycle:
             else:
                 if cfg.debounce_ms > 0:
                     await asyncio.sleep(cfg.debounce_ms / 1000)
-                text = await self._generate(snap, offset, others, cfg)
+                text = await self._generate(snap, offset, others, cfg, trees)
                 result = Completion(text, offset)
                 if text:
                     self._shown[snap.uri] = _Shown(snap.text[:offset], snap.text[offset:], text)
@@ -157,10 +160,11 @@ class Lifecycle:
                 if not tasks:
                     del self._inflight[snap.uri]
 
-    async def _generate(self, snap: Snapshot, offset: int, others: Sequence[Snapshot], cfg: ServerConfig) -> str:
+    async def _generate(self, snap: Snapshot, offset: int, others: Sequence[Snapshot], cfg: ServerConfig,
+                        trees: Trees | None) -> str:
         engine = await self.host.get(cfg.engine_start_timeout_s)
         settings = cfg.settings()
-        plan = pipeline.plan(source(snap), offset, engine, settings, [source(o) for o in others])
+        plan = pipeline.plan(source(snap), offset, engine, settings, [source(o) for o in others], trees)
         gen = pipeline.Generation(engine, plan, f"{snap.uri}@{snap.version}#{next(_REQUEST_IDS)}", settings,
                                   cache_key=snap.uri)
         self.stats.engine_requests += 1

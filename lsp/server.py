@@ -194,7 +194,7 @@ class CompleterServer(LanguageServer):
         """The lifecycle's completion at ``position``, with engine failures as JSON-RPC errors."""
         snap, offset = self.locate(uri, position)
         try:
-            return await self.lifecycle.complete(snap, offset, self.other_documents(uri))
+            return await self.lifecycle.complete(snap, offset, self.other_documents(uri), self.documents.trees)
         except EngineUnavailable as e:
             raise JsonRpcException(str(e), code=REQUEST_FAILED) from None
         except (EngineError, ValueError) as e:
@@ -285,7 +285,7 @@ def build_server(engine_host: EngineHost | None = None) -> CompleterServer:
             raise JsonRpcException(str(e), code=REQUEST_FAILED) from None
         try:
             plan = pipeline.plan(source(snap), offset, engine, ls.config.settings(),
-                                 [source(o) for o in ls.other_documents(uri)])
+                                 [source(o) for o in ls.other_documents(uri)], ls.documents.trees)
         except ValueError as e:
             raise JsonRpcException(f"completer/prompt failed: {e}", code=REQUEST_FAILED) from None
         return {"prompt": plan.prompt, "mode": plan.mode, "stop": list(plan.stop), "context": plan.context,

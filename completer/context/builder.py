@@ -14,7 +14,7 @@ from completer.prompt import END_TOKENS, fim_prompt
 from .plan import PromptPlan, SourceFile
 from .languages import INDENTED, canonical_language, comment_prefix, display_name
 from .mode import choose_mode
-from .syntax import Item, outline, sanitize
+from .syntax import Item, Trees, outline, sanitize
 
 log = logging.getLogger(__name__)
 
@@ -192,13 +192,13 @@ def _safe_counter(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
     return count
 
 
-def _outline_or_none(text: str, language: str, offset: int, uri: str):
+def _outline_or_none(text: str, language: str, offset: int, uri: str, trees: Trees | None):
     """The document's outline, or None for plain text or when the grammar fails (a grammar bug must not cost the
     user a completion)."""
     if language == "text":
         return None
     try:
-        return outline(text, language, offset, key=uri)
+        return outline(text, language, offset, key=uri, trees=trees)
     except Exception as e:
         log.warning("tree-sitter outline failed for %s: %s: %s", uri, type(e).__name__, e)
         return None
@@ -314,14 +314,15 @@ def _stops(mode, language: str, template: str, max_tokens: int) -> tuple[tuple[s
 
 def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] = (),
                  count_tokens: Callable[[str], int], budget_tokens: int = 1024,
-                 template: str = "house", max_tokens: int = 64) -> PromptPlan:
+                 template: str = "house", max_tokens: int = 64, trees: Trees | None = None) -> PromptPlan:
     """The prompt for the cursor at ``offset`` of ``doc`` within ``budget_tokens`` (priorities in the package
-    docstring): near suffix and prefix, then context as far as the budget goes, then the prefix takes the rest."""
+    docstring): near suffix and prefix, then context as far as the budget goes, then the prefix takes the rest.
+    ``trees`` (the caller's per-document parse trees) makes re-parsing after a keystroke incremental."""
     fim_prompt("", "", template)                      # unknown template: ValueError before any work
     text = sanitize(doc.text if isinstance(doc.text, str) else "")
     offset = _clamp(offset, len(text))
     language = canonical_language(doc.language_id, doc.uri)
-    ol = _outline_or_none(text, language, offset, doc.uri)
+    ol = _outline_or_none(text, language, offset, doc.uri, trees)
     mode = choose_mode(text, offset, language, empty_body=bool(ol and ol.empty_body))
     count = _safe_counter(count_tokens)
     budget = max(16, int(budget_tokens) - count(fim_prompt("", "", template)))

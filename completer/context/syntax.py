@@ -68,11 +68,6 @@ def _parser(language: str):
     return tree_sitter.Parser(grammar(language))
 
 
-_TREES: "OrderedDict[tuple[str, str], tuple[bytes, object]]" = OrderedDict()
-_TREES_MAX = 8
-_TREES_LOCK = threading.Lock()
-
-
 def _common_prefix(a: bytes, b: bytes) -> int:
     lo, hi = 0, min(len(a), len(b))
     while lo < hi:                      # binary search with C-speed slice compares
@@ -88,31 +83,56 @@ def _point(buf: bytes, i: int) -> tuple[int, int]:
     return buf.count(b"\n", 0, i), i - (buf.rfind(b"\n", 0, i) + 1)
 
 
-def parse(language: str, buf: bytes, key: str = ""):
-    """Parse ``buf``; with a ``key`` (the document URI) reuse that document's previous tree incrementally: one
-    keystroke re-parses only what changed."""
-    parser = _parser(language)
-    if not key:
-        return parser.parse(buf)
-    with _TREES_LOCK:
-        old = _TREES.pop((key, language), None)
-        if old is not None and old[0] == buf:
-            tree = old[1]
-        elif old is not None:
-            old_buf, tree = old
-            start = _common_prefix(old_buf, buf)
-            tail = _common_prefix(old_buf[start:][::-1], buf[start:][::-1])
-            old_end, new_end = len(old_buf) - tail, len(buf) - tail
-            tree.edit(start_byte=start, old_end_byte=old_end, new_end_byte=new_end,
-                      start_point=_point(old_buf, start), old_end_point=_point(old_buf, old_end),
-                      new_end_point=_point(buf, new_end))
-            tree = parser.parse(buf, tree)
-        else:
-            tree = parser.parse(buf)
-        _TREES[(key, language)] = (buf, tree)
-        while len(_TREES) > _TREES_MAX:
-            _TREES.popitem(last=False)
-        return tree
+class Trees:
+    """The last parse tree of each open document, so that one keystroke re-parses only what changed.
+
+    Owned by whoever owns the documents (the language server's per-connection ``DocumentStore``), which drops a
+    document's tree when it is closed; not a module global, so connections do not share or leak each other's trees.
+    """
+
+    def __init__(self, max_documents: int = 8):
+        self.max_documents = max_documents
+        self._trees: "OrderedDict[tuple[str, str], tuple[bytes, object]]" = OrderedDict()
+        self._lock = threading.Lock()            # prompts are planned off the event loop too (bench, tests)
+
+    def __len__(self) -> int:
+        return len(self._trees)
+
+    def drop(self, key: str) -> None:
+        """Forget the trees of document ``key`` (closed)."""
+        with self._lock:
+            for k in [k for k in self._trees if k[0] == key]:
+                del self._trees[k]
+
+    def parse(self, language: str, buf: bytes, key: str):
+        parser = _parser(language)
+        with self._lock:
+            old = self._trees.pop((key, language), None)
+            if old is not None and old[0] == buf:
+                tree = old[1]
+            elif old is not None:
+                old_buf, tree = old
+                start = _common_prefix(old_buf, buf)
+                tail = _common_prefix(old_buf[start:][::-1], buf[start:][::-1])
+                old_end, new_end = len(old_buf) - tail, len(buf) - tail
+                tree.edit(start_byte=start, old_end_byte=old_end, new_end_byte=new_end,
+                          start_point=_point(old_buf, start), old_end_point=_point(old_buf, old_end),
+                          new_end_point=_point(buf, new_end))
+                tree = parser.parse(buf, tree)
+            else:
+                tree = parser.parse(buf)
+            self._trees[(key, language)] = (buf, tree)
+            while len(self._trees) > self.max_documents:
+                self._trees.popitem(last=False)
+            return tree
+
+
+def parse(language: str, buf: bytes, key: str = "", trees: Trees | None = None):
+    """Parse ``buf``; with ``trees`` and a ``key`` (the document URI) reuse that document's previous tree
+    incrementally."""
+    if trees is None or not key:
+        return _parser(language).parse(buf)
+    return trees.parse(language, buf, key)
 
 
 def _body_start(node) -> int | None:
@@ -389,7 +409,7 @@ def _head_imports(text: str, window_start: int, language: str, structure) -> lis
 
 
 def outline(text: str, language: str, offset: int, *, near_before: int = 30, near_after: int = 8,
-            all_definitions: bool = False, key: str = "") -> Outline | None:
+            all_definitions: bool = False, key: str = "", trees: Trees | None = None) -> Outline | None:
     """The outline of ``text`` (already sanitized) at character ``offset``; None for languages without a grammar.
 
     Definitions are those whose names are used near the cursor, or all of them with ``all_definitions``.
@@ -401,7 +421,7 @@ def outline(text: str, language: str, offset: int, *, near_before: int = 30, nea
     from tree_sitter import QueryCursor
     ws, we = _window(text, offset)
     cur = _locate(text[ws:we], text.count("\n", 0, ws), offset - ws)
-    root = parse(language, cur.buf, key if ws == 0 else "").root_node
+    root = parse(language, cur.buf, key if ws == 0 else "", trees).root_node
     out = Outline(language, empty_body=_in_empty_block(root, cur.byte))
     out.near_names = _near_names(root, names, cur, *_near_range(cur.buf, cur.byte, near_before, near_after))
     matches = list(QueryCursor(structure).matches(root))

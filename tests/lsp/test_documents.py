@@ -141,3 +141,16 @@ def test_every_position_is_valid_or_a_clear_error(text, line, character):
     if line < len(ref_lines(text)):
         assert off == ref_offset(text, line, min(character, len(ref_lines(text)[line].encode("utf-16-le")) // 2),
                                  "utf-16")
+
+
+def test_parse_trees_belong_to_the_store_and_go_with_the_document():
+    """Each connection's store keeps its own documents' trees (incremental re-parsing) and drops one on close."""
+    from completer.context import SourceFile, build_prompt
+
+    a, b = DocumentStore(), DocumentStore()
+    snap = a.open("file:///x.py", "def f(x):\n    return x\n", 1, "python")
+    b.open("file:///x.py", snap.text, 1, "python")
+    build_prompt(SourceFile(snap.uri, "python", snap.text), len(snap.text), count_tokens=len, trees=a.trees)
+    assert len(a.trees) == 1 and len(b.trees) == 0
+    a.close(snap.uri)
+    assert len(a.trees) == 0
