@@ -14,15 +14,18 @@ without vLLM.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import functools
 import logging
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+from .. import healing
 from ..models import resolve_model
 from ..models.tokenizer import load_tokenizer
 from ..prompt import template_for_model
-from .base import Chunk, Counters, EngineError, Request, check_prompt
+from .base import Chunk, Counters, EngineError, Request, apply_stop, check_prompt
 from .config import EngineConfig
 
 log = logging.getLogger(__name__)
@@ -185,6 +188,18 @@ class VLLMEngine:
             c.requests_finished += 1
             yield Chunk(rid, finished=True, finish_reason="length")
             return
+        if request.heal:                                # token healing: constrained steps first, then the rest
+            heal_ids, extra = await self._heal(request, ids)
+            ids, c.generated_tokens = ids + heal_ids, c.generated_tokens + len(heal_ids)
+            extra, stopped = apply_stop(extra, request.stop)
+            left = request.max_new_tokens - len(heal_ids)
+            if stopped or left <= 0:
+                c.requests_finished += 1
+                yield Chunk(rid, extra, tuple(heal_ids), True, "stop" if stopped else "length")
+                return
+            if extra or heal_ids:
+                yield Chunk(rid, extra, tuple(heal_ids))
+            request = dataclasses.replace(request, max_new_tokens=left, heal="")
         params = self._SamplingParams(**sampling_kwargs(request), output_kind=self._DELTA)
         self._active.add(rid)
         generated, done, first = 0, False, True
@@ -226,6 +241,30 @@ class VLLMEngine:
         finally:
             self._active.discard(rid)
             await stream.aclose()                   # vLLM's generator aborts its request if it is still running
+
+    async def _heal(self, request: Request, ids: list[int]) -> tuple[list[int], str]:
+        """Token healing on vLLM: (the healing token ids, the text they add after ``request.heal``). vLLM's
+        ``allowed_token_ids`` holds for a whole request, so each constrained step is a one-token request of its own
+        (usually one or two; prefix caching makes their prefills nearly free)."""
+        left, new, text = request.heal, [], ""
+        while left and len(new) < request.max_new_tokens:
+            allowed = healing.allowed_tokens(self.tokenizer, left)
+            if not allowed:
+                break
+            kw = dict(sampling_kwargs(request), max_tokens=1, stop=[])
+            params = self._SamplingParams(**kw, allowed_token_ids=list(allowed), output_kind=self._DELTA)
+            got: list[int] = []
+            sub = f"{request.request_id}#heal{len(new)}"
+            async with contextlib.aclosing(self.llm.generate({"prompt_token_ids": ids + new}, params, sub)) as s:
+                async for out in s:
+                    got.extend(out.outputs[0].token_ids)
+            if not got:
+                break
+            piece = self.tokenizer.decode(got[:1], skip_special_tokens=False)
+            new.append(got[0])
+            text += piece
+            left = healing.advance(left, piece)
+        return new, healing.strip_healed(text, request.heal) or ""
 
     async def abort(self, request_id: str) -> None:
         if request_id in self._active and not self._closed:
