@@ -140,6 +140,12 @@ def rope_tables(config: ModelConfig, device=None) -> tuple[torch.Tensor, torch.T
     return emb.cos(), emb.sin()
 
 
+def signed_sin(sin: torch.Tensor) -> torch.Tensor:
+    """sin with the rotate-half sign folded in ([-sin, sin] by halves): rotary is then x*cos + roll(x)*signed_sin."""
+    h = sin.shape[-1] // 2
+    return torch.cat([-sin[..., :h], sin[..., h:]], dim=-1)
+
+
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     # x: [B, H, T, D]; cos/sin: [T, D]
     x1, x2 = x.chunk(2, dim=-1)
@@ -156,29 +162,43 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(c.hidden_size, kv, bias=c.attention_bias)
         self.v_proj = nn.Linear(c.hidden_size, kv, bias=c.attention_bias)
         self.o_proj = nn.Linear(q, c.hidden_size, bias=False)
+        self.fused: tuple[torch.Tensor, torch.Tensor | None] | None = None   # set by LlamaForCausalLM.fuse_
 
-    def forward(self, x, cos, sin, layer: int, cache: KVCache | None, start: int) -> torch.Tensor:
+    def qkv(self, x: torch.Tensor) -> torch.Tensor:
+        """x [B,T,h] -> q, k and v side by side [B,T,(H+2Hkv)*D]: one matmul with the stacked weights of ``fuse_``
+        (on a small model every op is mostly dispatch) when they are still the parameters' storage and no gradient
+        is wanted (training needs the parameters themselves in the graph); otherwise three."""
+        f = self.fused
+        if f is not None and not torch.is_grad_enabled() and f[0].data_ptr() == self.q_proj.weight.data_ptr():
+            return F.linear(x, f[0], f[1])
+        return torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)
+
+    def forward(self, x: torch.Tensor, step: "_Step", layer: int, cache: KVCache | None) -> torch.Tensor:
+        """x [B,T,h] (normed) -> attention output before o_proj, [B,T,H*D]."""
         c = self.c
         B, T, _ = x.shape
-        q = self.q_proj(x).view(B, T, c.num_attention_heads, c.head_dim).transpose(1, 2)    # [B,H,T,D]
-        k = self.k_proj(x).view(B, T, c.num_key_value_heads, c.head_dim).transpose(1, 2)   # [B,Hkv,T,D]
-        v = self.v_proj(x).view(B, T, c.num_key_value_heads, c.head_dim).transpose(1, 2)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        H, Hkv, D = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        qkv = self.qkv(x).view(B, T, H + 2 * Hkv, D)
+        qk = qkv[:, :, : H + Hkv]                                   # rotary on q and k in one go
+        qk = torch.addcmul(qk * step.cos, qk.roll(D // 2, -1), step.sin)  # rotate-half: [x2,x1]*[-sin,sin]
+        q, k, v = qk[:, :, :H], qk[:, :, H:], qkv[:, :, H + Hkv:]   # [B,T,heads,D]
+        k, v = k.transpose(1, 2), v.transpose(1, 2)                 # [B,Hkv,T,D]
+        start = step.start
         if cache is not None:
             cache.k[layer, :, :, start:start + T] = k
             cache.v[layer, :, :, start:start + T] = v
-            k = cache.k[layer, :, :, : start + T]                                            # [B,Hkv,S,D]
-            v = cache.v[layer, :, :, : start + T]
-        rep = c.num_attention_heads // c.num_key_value_heads
-        if rep > 1:
-            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)          # [B,H,S,D]
-        if start == 0:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:  # query i sits at absolute position start+i and sees keys 0..start+i
-            S = start + T
-            mask = torch.arange(S, device=x.device)[None, :] <= (start + torch.arange(T, device=x.device))[:, None]
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)                      # [B,H,T,D]
-        return self.o_proj(y.transpose(1, 2).reshape(B, T, -1))
+            if start:
+                k = cache.k[layer, :, :, : start + T]              # [B,Hkv,S,D]
+                v = cache.v[layer, :, :, : start + T]
+        if start == 0:                                              # whole sequence: causal, GQA in the kernel
+            y = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, is_causal=T > 1, enable_gqa=H != Hkv)
+            return y.transpose(1, 2).reshape(B, T, H * D)
+        # after cached positions (decode, verification, the new part of a prompt): the query heads that share a
+        # key/value head are stacked as rows [Hkv, rep*T], so the keys are read once and never repeated
+        rep = H // Hkv
+        qg = q.reshape(B, T, Hkv, rep, D).permute(0, 2, 3, 1, 4).reshape(B, Hkv, rep * T, D)
+        y = F.scaled_dot_product_attention(qg, k, v, attn_mask=step.mask)             # [B,Hkv,rep*T,D]
+        return y.view(B, Hkv, rep, T, D).permute(0, 3, 1, 2, 4).reshape(B, T, H * D)
 
 
 class MLP(nn.Module):
@@ -187,9 +207,18 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
         self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
         self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+        self.fused: torch.Tensor | None = None                     # [gate; up], set by LlamaForCausalLM.fuse_
+
+    def gate_up(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x -> (gate, up) projections: one matmul when fused (see ``Attention.qkv``), else two."""
+        f = self.fused
+        if f is not None and not torch.is_grad_enabled() and f.data_ptr() == self.gate_proj.weight.data_ptr():
+            return F.linear(x, f).chunk(2, dim=-1)
+        return self.gate_proj(x), self.up_proj(x)
 
     def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        g, u = self.gate_up(x)
+        return self.down_proj(F.silu(g) * u)
 
 
 class DecoderLayer(nn.Module):
@@ -200,9 +229,25 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
 
-    def forward(self, x, cos, sin, layer, cache, start):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, layer, cache, start)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x, step: "_Step", layer: int, cache: KVCache | None):
+        """x [B,T,h] -> [B,T,h]. Calls the sub-modules' ``forward`` directly and adds the residuals inside the
+        output matmuls (addmm): module-call and elementwise overhead is most of a small model's decode step."""
+        attn, mlp, n1, n2 = self.self_attn, self.mlp, self.input_layernorm, self.post_attention_layernorm
+        shape = x.shape
+        y = attn.forward(F.rms_norm(x, shape[-1:], n1.weight, n1.eps), step, layer, cache)
+        x = torch.addmm(x.reshape(-1, shape[-1]), y.reshape(-1, y.shape[-1]), attn.o_proj.weight.t()).view(shape)
+        g, u = mlp.gate_up(F.rms_norm(x, shape[-1:], n2.weight, n2.eps))
+        act = F.silu(g).mul_(u)
+        return torch.addmm(x.reshape(-1, shape[-1]), act.reshape(-1, act.shape[-1]), mlp.down_proj.weight.t()).view(shape)
+
+
+@dataclass
+class _Step:
+    """What every layer of one forward shares: where the new tokens start, their rotary rows and attention mask."""
+    start: int
+    cos: torch.Tensor                 # [T,1,D]
+    sin: torch.Tensor                 # [T,1,D], sign folded in for the rotate-half
+    mask: torch.Tensor | None         # [rep*T, S] bool, after cached positions with T > 1; else None
 
 
 class Backbone(nn.Module):  # Hugging Face's ``model.`` prefix
@@ -224,6 +269,7 @@ class LlamaForCausalLM(nn.Module):
         cos, sin = rope_tables(config)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
+        self.register_buffer("rope_sin_signed", signed_sin(sin), persistent=False)
 
     def init_weights(self, seed: int = 0) -> None:
         g = torch.Generator().manual_seed(seed)
@@ -247,18 +293,52 @@ class LlamaForCausalLM(nn.Module):
             cache.ensure(start + T)
         elif T > self.config.max_position_embeddings:
             raise ValueError(f"{T} tokens exceed the model's {self.config.max_position_embeddings} positions")
-        cos, sin = self.rope_cos[start:start + T], self.rope_sin[start:start + T]
-        x = self.model.embed_tokens(input_ids)                                                # [B,T,h]
+        step = _Step(start, self.rope_cos[start:start + T, None], self.rope_sin_signed[start:start + T, None], None)
+        if start and T > 1:   # query i sits at absolute position start+i and sees keys 0..start+i
+            c = self.config
+            pos = torch.arange(start + T, device=input_ids.device)
+            mask = pos[None, :] <= (start + torch.arange(T, device=input_ids.device))[:, None]      # [T,S]
+            step.mask = mask.repeat(c.num_attention_heads // c.num_key_value_heads, 1)            # [rep*T,S]
+        x = F.embedding(input_ids, self.model.embed_tokens.weight)                                 # [B,T,h]
         for i, layer in enumerate(self.model.layers):
-            x = layer(x, cos, sin, i, cache, start)
+            x = layer.forward(x, step, i, cache)
         if last_only:
             x = x[:, -1:]
-        logits = self.lm_head(self.model.norm(x))                                             # [B,T,V]
+        norm = self.model.norm
+        logits = F.linear(F.rms_norm(x, x.shape[-1:], norm.weight, norm.eps), self.lm_head.weight)  # [B,T,V]
         if cache is not None:
             cache.length = start + T
             if B == 1:
                 cache.tokens.extend(input_ids[0].tolist())
         return logits
+
+    def fuse_(self) -> "LlamaForCausalLM":
+        """Stack each layer's q/k/v and gate/up weights into one tensor and make the parameters views of it.
+
+        A decode step then runs 2 matmuls where it ran 5, with no extra memory, and the Hugging Face parameter names
+        (checkpoints, GGUF, training) stay as they are. Only used without autograd; moving or re-typing the model
+        afterwards gives the parameters new storage, which the layers notice (they fall back to concatenating).
+        """
+        with torch.no_grad():
+            for layer in self.model.layers:
+                a, m = layer.self_attn, layer.mlp
+                projs = (a.q_proj, a.k_proj, a.v_proj)
+                w = torch.cat([p.weight for p in projs])
+                b = torch.cat([p.bias for p in projs]) if a.c.attention_bias else None
+                a.fused = (w, b)
+                i = 0
+                for p in projs:
+                    n = p.weight.shape[0]
+                    p.weight = nn.Parameter(w[i:i + n], requires_grad=False)
+                    if b is not None:
+                        p.bias = nn.Parameter(b[i:i + n], requires_grad=False)
+                    i += n
+                gu = torch.cat([m.gate_proj.weight, m.up_proj.weight])
+                m.fused = gu
+                n = m.gate_proj.weight.shape[0]
+                m.gate_proj.weight = nn.Parameter(gu[:n], requires_grad=False)
+                m.up_proj.weight = nn.Parameter(gu[n:], requires_grad=False)
+        return self
 
     def new_cache(self, capacity: int = 256) -> KVCache:
         p = next(self.parameters())
@@ -295,8 +375,8 @@ class LlamaForCausalLM(nn.Module):
         if config.tie_word_embeddings:
             model.lm_head.weight = model.model.embed_tokens.weight
         cos, sin = rope_tables(config, device=device)
-        model.rope_cos, model.rope_sin = cos, sin
-        return model.to(dtype).eval()
+        model.rope_cos, model.rope_sin, model.rope_sin_signed = cos, sin, signed_sin(sin)
+        return model.to(dtype).eval().fuse_()
 
     def save_pretrained(self, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> None:
         from safetensors.torch import save_file
