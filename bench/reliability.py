@@ -1,6 +1,6 @@
 """Reliability figures in one command: fuzzing, load, faults and exposure, against real server processes.
 
-    python bench/reliability.py [--duration 60] [--clients 50] [--long] [--out bench/results]
+    python -m bench.reliability [--duration 60] [--clients 50] [--long] [--out bench/results]
 
 1. fuzz: the hypothesis suite ``tests/reliability/test_fuzz_stdio.py`` against a real stdio server
    (``--long``: 400 examples per property instead of CI's 40), every input and its outcome counted per family;
@@ -9,7 +9,7 @@
    plus an inlineCompletion, as editors send them. Counted: answered / cancelled (-32800) / other errors / never
    answered; latency of answered requests (median, p95); server RSS and engine requests running, sampled each
    second (bounded = the server cancels superseded work instead of queueing it);
-3. faults: the engine dies mid-request (``COMPLETER_INJECT_FAULT``, a failure inside the real engine's step) ->
+3. faults: the engine dies mid-request (``completer-lsp --fault-after-steps 1``, a failure inside the real engine's step) ->
    error, restart, success, and the time to recover; a client vanishes mid-stream -> engine requests left running;
    size limits -> the errors clients get;
 4. exposure: handshakes from a foreign Origin, without/with the token.
@@ -37,36 +37,24 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from tqdm import tqdm
+
+from bench.lspclient import Server, frame, open_ws
+from completer.models import HOUSE_DIR
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "reliability"))
-sys.path.insert(0, str(ROOT))
-
-from tqdm import tqdm  # noqa: E402
-
-from rawlsp import RawClient, frame  # noqa: E402
-from wsserver import WsClient, WsServer  # noqa: E402
-
-HOUSE = ROOT / "completer" / "models" / "house"
 CONTEXT_BUDGET = 384          # prompt tokens: fits the tiny fallback model's 512 positions with room to generate
 HELD_OUT = "shlex.py"          # standard-library file the typing is synthesized from (not in any training set here)
 
 
 # --- engine ---------------------------------------------------------------------------------------------------
-def engine_options(tmp: Path) -> tuple[dict, str, list[str]]:
-    """(engine settings, description, extra server args allowing its folder)."""
-    if all((HOUSE / n / "model.safetensors").is_file() for n in ("target", "draft")):
-        return {"model": "house:target", "draft": "house:draft", "device": "cpu"}, "house target + house draft", []
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_b", ROOT / "tests" / "engine" / "conftest.py")
-    b = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(b)
-    tmp.mkdir(parents=True, exist_ok=True)
-    b.train_tokenizer(tmp)
-    t = b.build_model(tmp / "target", tmp, hidden=64, layers=2, seed=1)
-    d = b.build_draft(tmp / "draft", t, tmp)
-    return ({"model": str(t), "draft": str(d), "device": "cpu"},
-            "tiny random-weight pair (house models not present)", ["--allow-model-dir", str(tmp)])
+def engine_options() -> tuple[dict, str, list[str]]:
+    """(engine settings, description, extra server args): the shipped house pair, which the figures are about."""
+    missing = [n for n in ("target", "draft") if not (HOUSE_DIR / n / "model.safetensors").is_file()]
+    if missing:
+        raise SystemExit(f"the house pair is not installed ({', '.join(missing)} missing under {HOUSE_DIR}); "
+                         "reinstall the package (pip install -e .)")
+    return {"model": "house:target", "draft": "house:draft", "device": "cpu"}, "house target + house draft", []
 
 
 def pct(xs: list[float], q: float) -> float | None:
@@ -114,7 +102,7 @@ def position_of(text: str) -> tuple[int, int]:
 
 async def typing_client(i: int, url: str, opts: dict, source: str, until: float, res: dict, pauses: bool) -> None:
     rng = random.Random(i)
-    c = await WsClient.connect(url, max_size=None)
+    c = await open_ws(url)
     r = await c.initialize(opts, maxTokens=16, contextBudgetTokens=CONTEXT_BUDGET)
     if "result" not in r:
         res["init_errors"].append(r)
@@ -139,10 +127,11 @@ async def typing_client(i: int, url: str, opts: dict, source: str, until: float,
                                           "end": {"line": line, "character": col}}, "text": ch}]})
         doc += ch
         line, col = position_of(doc)
-        _, fut = c.request_nowait("textDocument/inlineCompletion", {
+        t_sent = time.perf_counter()
+        _, fut = await c.request("textDocument/inlineCompletion", {
             "textDocument": {"uri": uri}, "position": {"line": line, "character": col},
             "context": {"triggerKind": 2}})
-        pending.append((time.monotonic(), fut))
+        pending.append((t_sent, fut))
         res["sent"] += 1
         await asyncio.sleep(delay * rng.uniform(0.5, 1.5))
         if pauses and (ch == "\n" or (ch in " (.," and rng.random() < 0.15)):
@@ -168,7 +157,7 @@ async def trace_client(i: int, url: str, opts: dict, traces: list, until: float,
 
     rng = random.Random(i)
     name, trace = traces[i % len(traces)]
-    c = await WsClient.connect(url, max_size=None)
+    c = await open_ws(url)
     r = await c.initialize(opts, maxTokens=16, contextBudgetTokens=CONTEXT_BUDGET)
     if "result" not in r:
         res["init_errors"].append(r)
@@ -197,9 +186,10 @@ async def trace_client(i: int, url: str, opts: dict, traces: list, until: float,
             pos = ev.cursor or position_of(text, cur)
             await c.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version},
                                                       "contentChanges": [ev.edit]})
-            _, fut = c.request_nowait("textDocument/inlineCompletion", {
+            t_sent = time.perf_counter()
+            _, fut = await c.request("textDocument/inlineCompletion", {
                 "textDocument": {"uri": uri}, "position": pos, "context": {"triggerKind": 2}})
-            pending.append((time.monotonic(), fut))
+            pending.append((t_sent, fut))
             res["sent"] += 1
         if pending:                                         # the user stops and reads the last ghost text
             with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
@@ -214,11 +204,11 @@ async def collect(pending: list, until: float, res: dict) -> None:
     loop = asyncio.get_running_loop()
     for t0, fut in pending:                        # every request must be answered or cancelled
         try:
-            msg = await asyncio.wait_for(fut, max(1.0, until + 60 - loop.time()))
+            t_received, msg = await asyncio.wait_for(fut, max(1.0, until + 60 - loop.time()))
         except (asyncio.TimeoutError, ConnectionError):
             res["unanswered"] += 1
             continue
-        dt = (msg["_received"] - t0) * 1000
+        dt = (t_received - t0) * 1000
         if "result" in msg:
             res["answered"] += 1
             res["latency_ms"].append(dt)
@@ -235,14 +225,14 @@ async def run_load(opts: dict, extra: list[str], clients: int, duration: float, 
                    traces: list) -> dict:
     pauses = mode != "continuous"
     source = (Path(sysconfig_stdlib()) / HELD_OUT).read_text()
-    server = WsServer(*extra, log_path=tmp / f"load-server-{mode}.log")
+    server = Server("ws", args=tuple(extra), log_path=tmp / f"load-server-{mode}.log")
     samples = []
     res = {"sent": 0, "answered": 0, "nonempty": 0, "cancelled": 0, "unanswered": 0, "errors": Counter(),
            "latency_ms": [], "cancel_ms": [], "init_errors": []}
     try:
-        mon = await WsClient.connect(server.url)
+        mon = await server.start()
         await mon.initialize(opts, maxTokens=16, contextBudgetTokens=CONTEXT_BUDGET)
-        await mon.wait_engine(300)
+        await mon.wait_ready(300)
         rss0 = server.rss_kib()
         loop = asyncio.get_running_loop()
         t_start = loop.time()
@@ -256,7 +246,7 @@ async def run_load(opts: dict, extra: list[str], clients: int, duration: float, 
                   unit="s") as bar:
             while not all(t.done() for t in tasks):
                 await asyncio.sleep(1.0)
-                st = (await mon.request("completer/stats", {}, timeout=120))["result"]
+                st = await mon.call("completer/stats", {}, timeout=120)
                 e = st["engine"]
                 samples.append({"t": round(loop.time() - t_start, 1), "rss_mib": server.rss_kib() / 1024,
                                 "engine_running": e["requests_started"] - e["requests_finished"]
@@ -267,12 +257,12 @@ async def run_load(opts: dict, extra: list[str], clients: int, duration: float, 
             if t.exception():
                 res["errors"][f"client crashed: {t.exception()!r}"[:100]] += 1
         await asyncio.sleep(1.0)
-        st = (await mon.request("completer/stats", {}))["result"]
+        st = await mon.call("completer/stats", {})
         e = st["engine"]
-        alive = server.proc.poll() is None
+        alive = server.proc.returncode is None
         await mon.close()
     finally:
-        server.stop()
+        await server.stop()
     lat = res.pop("latency_ms")
     cms = res.pop("cancel_ms")
     return {**res, "errors": dict(res["errors"]), "clients": clients, "duration_s": duration,
@@ -302,58 +292,59 @@ def inline(uri, line, ch):
     return {"textDocument": {"uri": uri}, "position": {"line": line, "character": ch}, "context": {"triggerKind": 2}}
 
 
-def run_engine_fault(opts: dict, tmp: Path) -> dict:
-    c = RawClient(env={"COMPLETER_INJECT_FAULT": "1"}, stderr_path=tmp / "fault-server.log")
+async def run_engine_fault(opts: dict, tmp: Path) -> dict:
+    server = Server("stdio", args=("--fault-after-steps", "1"), log_path=tmp / "fault-server.log")
+    c = await server.start()
     try:
-        c.initialize(opts, maxTokens=16, debounceMs=0)
-        c.wait_engine(300)
-        c.notify("textDocument/didOpen", {"textDocument": {"uri": "file:///f.py", "languageId": "python",
-                                                           "version": 1, "text": DOC}})
+        await c.initialize(opts, maxTokens=16, debounceMs=0)
+        await c.wait_ready(300)
+        await c.notify("textDocument/didOpen", {"textDocument": {"uri": "file:///f.py", "languageId": "python",
+                                                                 "version": 1, "text": DOC}})
         t0 = time.monotonic()
-        first = c.request("textDocument/inlineCompletion", inline("file:///f.py", 5, 8))
+        first = await c.ask("textDocument/inlineCompletion", inline("file:///f.py", 5, 8))
         t_err = time.monotonic()
-        after = [c.request("textDocument/inlineCompletion", inline("file:///f.py", 5, 8), timeout=300)
+        after = [await c.ask("textDocument/inlineCompletion", inline("file:///f.py", 5, 8), timeout=300)
                  for _ in range(5)]
         t_ok = time.monotonic()
-        sup = c.request("completer/stats", {})["result"]["engine"]["supervisor"]
+        sup = (await c.call("completer/stats", {}))["engine"]["supervisor"]
         return {"first_response": first.get("error") or first.get("result"),
                 "later_ok": sum("result" in a for a in after), "later_total": len(after),
                 "error_after_s": round(t_err - t0, 3), "recovered_after_s": round(t_ok - t_err, 3),
                 "supervisor": sup}
     finally:
-        c.close()
+        await server.stop(c)
 
 
 async def run_vanish(opts: dict, extra: list[str], tmp: Path) -> dict:
-    s = WsServer(*extra, log_path=tmp / "vanish-server.log")
+    s = Server("ws", args=tuple(extra), log_path=tmp / "vanish-server.log")
     out = {}
     try:
-        w = await WsClient.connect(s.url)
+        w = await s.start()
         await w.initialize(opts, maxTokens=400, debounceMs=0)
-        await w.wait_engine(300)
+        await w.wait_ready(300)
         for how in ("dropped (no close frame)", "closed"):
-            v = await WsClient.connect(s.url)
+            v = await s.start()
             await v.initialize(opts, maxTokens=400, debounceMs=0)
             for i in range(5):
                 uri = f"file:///v/{len(out)}{i}.py"
                 await v.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python",
                                                                          "version": 1, "text": DOC}})
-                v.request_nowait("textDocument/inlineCompletion", inline(uri, 5, 8))
+                await v.request("textDocument/inlineCompletion", inline(uri, 5, 8))
             running_before = 0
             for _ in range(300):
-                e = (await w.request("completer/stats", {}))["result"]["engine"]
+                e = (await w.call("completer/stats", {}))["engine"]
                 running_before = e["requests_started"] - e["requests_finished"] - e["requests_aborted"]
                 if running_before:
                     break
                 await asyncio.sleep(0.02)
             t0 = time.monotonic()
             if how.startswith("dropped"):
-                v.ws.transport.abort()
+                v.transport.transport.abort()
             else:
-                await v.ws.close()
+                await v.transport.close()
             left = running_before
             for _ in range(500):
-                e = (await w.request("completer/stats", {}))["result"]["engine"]
+                e = (await w.call("completer/stats", {}))["engine"]
                 left = e["requests_started"] - e["requests_finished"] - e["requests_aborted"]
                 if left == 0:
                     break
@@ -362,63 +353,66 @@ async def run_vanish(opts: dict, extra: list[str], tmp: Path) -> dict:
                         "drained_in_ms": round((time.monotonic() - t0) * 1000, 1)}
         await w.close()
     finally:
-        s.stop()
+        await s.stop()
     return out
 
 
 async def run_limits_and_exposure(opts: dict, extra: list[str], tmp: Path) -> dict:
-    from websockets.asyncio.client import connect
     from websockets.exceptions import InvalidStatus
 
     out = {}
-    s = WsServer(*extra, "--max-message-bytes", "1000000", "--ws-token", "bench-token",
-                 log_path=tmp / "limits-server.log")
-    url = s.url + "/?token=bench-token"
+    s = Server("ws", args=(*extra, "--max-message-bytes", "1000000", "--ws-token", "bench-token"),
+               log_path=tmp / "limits-server.log")
     try:
+        await s.launch()
+        url = s.url + "/?token=bench-token"
         for name, kw, u in (("foreign Origin", {"origin": "https://evil.example"}, url),
                             ("no token", {}, s.url), ("wrong token", {"additional_headers": {
                                 "Authorization": "Bearer nope"}}, s.url),
                             ("token, no Origin", {}, url), ("token, vscode-webview Origin",
                                                             {"origin": "vscode-webview://x"}, url)):
             try:
-                async with connect(u, **kw) as ws:
-                    await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "completer/health"}))
-                    out[f"handshake: {name}"] = "accepted: " + json.loads(await ws.recv())["result"].__repr__()[:60]
+                h = await open_ws(u, **kw)
             except InvalidStatus as e:
                 out[f"handshake: {name}"] = f"HTTP {e.response.status_code}"
-        c = await WsClient.connect(url, max_size=None)
+                continue
+            out[f"handshake: {name}"] = "accepted: " + repr(await h.health())[:60]
+            await h.close()
+        c = await open_ws(url)
         r = await c.initialize({**opts, "model": "/etc"})
         out["client names model /etc"] = f'{r["error"]["code"]}: {r["error"]["message"]}'
         await c.initialize(opts, maxDocumentChars=100_000)
-        await c.wait_engine(300)
+        await c.wait_ready(300)
         await c.notify("textDocument/didOpen", {"textDocument": {"uri": "file:///big.py", "languageId": "python",
                                                                  "version": 1, "text": "x = 1\n" * 30_000}})
         await asyncio.sleep(0.5)
-        msgs = [n["params"]["message"] for n in c.notifications if n.get("method") == "window/showMessage"]
+        msgs = [n["params"]["message"] for n in c.messages if n.get("method") == "window/showMessage"]
         out["document over maxDocumentChars"] = msgs[-1] if msgs else "no message"
         await c.notify("textDocument/didOpen", {"textDocument": {"uri": "file:///line.py", "languageId": "python",
                                                                  "version": 1, "text": "q" * 90_000}})
-        r = await c.request("textDocument/inlineCompletion", inline("file:///line.py", 0, 90_000), timeout=300)
+        r = await c.ask("textDocument/inlineCompletion", inline("file:///line.py", 0, 90_000), timeout=300)
         out["90k-character line"] = ("answered" if "result" in r else f'{r["error"]["code"]}: {r["error"]["message"]}')
         await c.send({"jsonrpc": "2.0", "method": "x/big", "params": "z" * 2_000_000})
-        await asyncio.wait_for(c._task, 10)
-        out["websocket message over --max-message-bytes"] = f"connection closed, code {c.ws.close_code}"
-        async with connect(url) as ws:
-            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "completer/health"}))
-            out["after that, a new connection"] = "served" if "result" in json.loads(await ws.recv()) else "refused"
+        await c.wait_closed(10)
+        out["websocket message over --max-message-bytes"] = f"connection closed, code {c.transport.close_code}"
+        after = await open_ws(url)
+        out["after that, a new connection"] = "served" if "result" in await after.ask("completer/health", {}) \
+            else "refused"
+        await after.close()
     finally:
-        s.stop()
-    c = RawClient(["--max-message-bytes", "4096"], stderr_path=tmp / "stdio-limit.log")
+        await s.stop()
+    stdio = Server("stdio", args=("--max-message-bytes", "4096"), log_path=tmp / "stdio-limit.log")
+    c = await stdio.start()
     try:
         start = c.mark()
-        c.send_bytes(frame(json.dumps({"jsonrpc": "2.0", "id": 9, "method": "x", "params": "a" * 10_000}).encode()))
-        c.health()
+        await c.send_bytes(frame({"jsonrpc": "2.0", "id": 9, "method": "x", "params": "a" * 10_000}))
+        await c.health()
         err = [m for m in c.since(start) if "error" in m]
         out["stdio frame over --max-message-bytes"] = f'{err[0]["error"]["code"]}: {err[0]["error"]["message"]}' \
             if err else "no error"
-        out["stdio after that"] = "served" if c.health() else "not served"
+        out["stdio after that"] = "served" if await c.health() else "not served"
     finally:
-        c.close()
+        await stdio.stop(c)
     return out
 
 
@@ -547,14 +541,14 @@ def main(argv=None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        opts, desc, extra = engine_options(tmp / "models")
-        r = {"command": "python bench/reliability.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        opts, desc, extra = engine_options()
+        r = {"command": "python -m bench.reliability " + shlex.join(argv if argv is not None else sys.argv[1:]),
              "machine": machine(), "engine": desc}
         r["fuzz"] = run_fuzz(args.long, tmp) if not args.skip_fuzz else {"inputs": 0, "per_family": {},
                                                                           "outcomes": {}, "profile": "skipped",
                                                                           "pytest": "skipped", "seconds": 0}
         print("faults ...", flush=True)
-        r["engine_fault"] = run_engine_fault(opts, tmp)
+        r["engine_fault"] = asyncio.run(run_engine_fault(opts, tmp))
         r["vanish"] = asyncio.run(run_vanish(opts, extra, tmp))
         r["limits"] = asyncio.run(run_limits_and_exposure(opts, extra, tmp))
         traces = load_traces()

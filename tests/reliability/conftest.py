@@ -1,14 +1,9 @@
 """Reliability fixtures: the tiny random-weight pair (tests/conftest.py) as the engine the language-server processes
-run, so that fault, fuzz and supervisor tests are fast on any CPU."""
+run, so that fault, fuzz and security tests are fast on any CPU."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture(scope="session")

@@ -5,14 +5,11 @@ server's documents with a reference model of the edits."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from pygls.exceptions import JsonRpcInvalidParams
 
-from pygls.exceptions import JsonRpcInvalidParams  # noqa: E402
-
-from lsp import server as srv  # noqa: E402
-from lsp.documents import DocumentError  # noqa: E402
+from lsp import server as srv
+from lsp.documents import DocumentError
 
 _build = srv.build_server
 

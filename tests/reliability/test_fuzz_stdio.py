@@ -4,7 +4,7 @@ Every case is followed by a ``completer/health`` request: the server must answer
 family of bad input has the JSON-RPC error that fits: unparsable bodies -32700 (id null), JSON that is not a
 JSON-RPC request -32600, unknown methods -32601, params of the wrong shape, unknown documents and positions past
 the end -32602, cancelled requests -32800. Documents must stay equal to an independent reference model
-(``docmodel``) of the edits. Env ``COMPLETER_FUZZ_EXAMPLES`` (default 40; ``bench/reliability.py --long``: 400)
+(``tests.helpers.docmodel``) of the edits. Env ``COMPLETER_FUZZ_EXAMPLES`` (default 40; ``python -m bench.reliability --long``: 400)
 sets the inputs per test; with
 env ``COMPLETER_FUZZ_LOG=FILE`` every case's family and outcome is appended to FILE (JSON lines).
 """
@@ -14,13 +14,19 @@ from __future__ import annotations
 import json
 import os
 import string
+import sys
+from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+import pytest_asyncio
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from docmodel import Doc, Invalid, offset, units
-from rawlsp import RawClient, frame
+from bench.lspclient import Client, Server, frame
+from tests.helpers.docmodel import Doc, Invalid, offset, units
+
+DEBUG_SERVER = Path(__file__).with_name("debug_server.py")
+pytestmark = pytest.mark.asyncio(loop_scope="module")   # every test talks to the one module-scoped server
 
 MAX_DOC = 200_000
 URI = "file:///fuzz/doc.py"
@@ -36,21 +42,24 @@ def log(family: str, outcome: str) -> None:
             f.write(json.dumps({"family": family, "outcome": outcome}) + "\n")
 
 
-@pytest.fixture(scope="module")
-def server(engine_options, tmp_path_factory):
-    c = RawClient(stderr_path=tmp_path_factory.mktemp("fuzz") / "server.log")
-    r = c.initialize(engine_options, maxTokens=4, debounceMs=20, maxDocumentChars=MAX_DOC)
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def server(engine_options, tmp_path_factory):
+    """The real server with one read-only request added for these tests (``debug_server.py``)."""
+    proc = Server("stdio", [sys.executable, str(DEBUG_SERVER), "--stdio"],
+                  log_path=tmp_path_factory.mktemp("fuzz") / "server.log")
+    c = await proc.start()
+    r = await c.initialize(engine_options, maxTokens=4, debounceMs=20, maxDocumentChars=MAX_DOC)
     assert "result" in r, r
-    c.wait_engine()
+    await c.wait_ready()
     yield c
-    c.close()
+    await proc.stop(c)
 
 
-def errors_before_health(c: RawClient, data: bytes) -> list[dict]:
+async def errors_before_health(c: Client, data: bytes) -> list[dict]:
     """Send ``data``, then a health request; the error responses the server wrote in between."""
     start = c.mark()
-    c.send_bytes(data)
-    h = c.health()
+    await c.send_bytes(data)
+    h = await c.health()
     assert h["ok"], h
     return [m for m in c.since(start) if "error" in m]
 
@@ -78,28 +87,28 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats
 @FUZZ
 @given(body=st.binary(min_size=1, max_size=300).filter(_unparsable)
        | st.text(min_size=1, max_size=200).map(lambda s: s.encode("utf-8", "surrogatepass")).filter(_unparsable))
-def test_unparsable_bodies_get_parse_error(server, body):
-    e = single_error(errors_before_health(server, frame(body)), "unparsable body")
+async def test_unparsable_bodies_get_parse_error(server, body):
+    e = single_error(await errors_before_health(server, frame(body)), "unparsable body")
     assert e["error"]["code"] == -32700 and e["id"] is None
 
 
 @FUZZ
 @given(value=json_values.filter(lambda v: not isinstance(v, dict)))
-def test_json_that_is_not_an_object_is_an_invalid_request(server, value):
-    e = single_error(errors_before_health(server, frame(json.dumps(value).encode())), "non-object JSON")
+async def test_json_that_is_not_an_object_is_an_invalid_request(server, value):
+    e = single_error(await errors_before_health(server, frame(json.dumps(value).encode())), "non-object JSON")
     assert e["error"]["code"] == -32600
 
 
 @FUZZ
 @given(rid=st.integers(1_000_000, 2**31), version=st.sampled_from([None, "1.0", 2, "2", ""]),
        params=st.sampled_from([{}, None, [], "missing"]))
-def test_requests_without_jsonrpc_2_are_invalid(server, rid, version, params):
+async def test_requests_without_jsonrpc_2_are_invalid(server, rid, version, params):
     msg = {"id": rid, "method": "completer/health"}
     if version is not None:
         msg["jsonrpc"] = version
     if params != "missing":
         msg["params"] = params
-    e = single_error(errors_before_health(server, frame(json.dumps(msg).encode())), "not JSON-RPC 2.0")
+    e = single_error(await errors_before_health(server, frame(json.dumps(msg).encode())), "not JSON-RPC 2.0")
     assert e["error"]["code"] == -32600 and e["id"] == rid
 
 
@@ -107,11 +116,11 @@ def test_requests_without_jsonrpc_2_are_invalid(server, rid, version, params):
 @given(rid=st.integers(1_000_000, 2**31) | st.text(string.ascii_letters, min_size=1, max_size=8),
        method=st.text(min_size=1, max_size=30).filter(lambda m: not m.startswith("$/")).map(lambda m: "x/" + m),
        params=st.sampled_from(["missing", None, {}, [1, 2], {"a": 1}]))
-def test_unknown_methods_get_method_not_found(server, rid, method, params):
+async def test_unknown_methods_get_method_not_found(server, rid, method, params):
     msg = {"jsonrpc": "2.0", "id": rid, "method": method}
     if params != "missing":
         msg["params"] = params
-    e = single_error(errors_before_health(server, frame(json.dumps(msg).encode())), "unknown method")
+    e = single_error(await errors_before_health(server, frame(json.dumps(msg).encode())), "unknown method")
     assert e["error"]["code"] == -32601 and e["id"] == rid
 
 
@@ -127,11 +136,11 @@ bad_position = st.fixed_dictionaries({"line": st.text(max_size=3) | st.floats(al
            st.fixed_dictionaries({"textDocument": not_a_document, "position": st.just({"line": 0, "character": 0})}),
            st.fixed_dictionaries({"textDocument": st.just({"uri": URI}), "position": bad_position}),
            st.integers() | st.text(max_size=5) | st.lists(st.integers(), max_size=2)))
-def test_wrong_param_types_get_invalid_params(server, rid, method, params):
+async def test_wrong_param_types_get_invalid_params(server, rid, method, params):
     if method == "textDocument/inlineCompletion" and isinstance(params, dict):
         params = {**params, "context": {"triggerKind": 2}}
     msg = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
-    e = single_error(errors_before_health(server, frame(json.dumps(msg).encode())), "wrong param types")
+    e = single_error(await errors_before_health(server, frame(json.dumps(msg).encode())), "wrong param types")
     assert e["error"]["code"] == -32602 and e["id"] == rid
 
 
@@ -139,12 +148,12 @@ def test_wrong_param_types_get_invalid_params(server, rid, method, params):
 @given(junk=st.lists(st.text(string.ascii_letters + string.digits + "-: ", max_size=40)
                      .filter(lambda s: not s.lower().startswith("content-length")), min_size=1, max_size=3),
        content_type=st.booleans())
-def test_junk_header_lines_and_extra_headers_are_skipped(server, junk, content_type):
+async def test_junk_header_lines_and_extra_headers_are_skipped(server, junk, content_type):
     extra = b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n" if content_type else b""
     body = json.dumps({"jsonrpc": "2.0", "id": 77, "method": "completer/health"}).encode()
     start = server.mark()
-    server.send_bytes(b"".join(j.encode() + b"\r\n" for j in junk if j.strip()) + frame(body, extra))
-    assert "result" in server.response(77, start=start)
+    await server.send_bytes(b"".join(j.encode() + b"\r\n" for j in junk if j.strip()) + frame(body, extra))
+    assert "result" in await server.response(77, start=start)
     log("junk headers", "served")
 
 
@@ -153,13 +162,13 @@ alphabet = st.sampled_from(list("ab xyz_(){}:=.") + ["\n", "\r\n", "\r", "\t", "
 texts = st.lists(alphabet, max_size=40).map("".join)
 
 
-def open_doc(c: RawClient, uri: str, text: str, version: int = 1) -> None:
-    c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": version,
+async def open_doc(c: Client, uri: str, text: str, version: int = 1) -> None:
+    await c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": version,
                                                        "text": text}})
 
 
-def server_doc(c: RawClient, uri: str) -> dict:
-    r = c.request("completer/debugDocument", {"uri": uri})
+async def server_doc(c: Client, uri: str) -> dict:
+    r = await c.ask("completer/debugDocument", {"uri": uri})
     assert "result" in r, r
     return r["result"]
 
@@ -170,28 +179,28 @@ changes = st.lists(st.tuples(st.none() | st.tuples(positions, positions), texts)
 
 @FUZZ
 @given(initial=texts, edits=st.lists(st.tuples(st.integers(-1, 3), changes), min_size=1, max_size=8))
-def test_documents_equal_a_reference_model_of_the_edits(server, initial, edits):
+async def test_documents_equal_a_reference_model_of_the_edits(server, initial, edits):
     model = Doc(initial, 1)
-    open_doc(server, URI, initial)
+    await open_doc(server, URI, initial)
     refused = 0
     for step, chs in edits:
         version = model.version + step              # step <= 0: stale or repeated version, must be refused
         wire = [{"text": t} if r is None else
                 {"range": {"start": {"line": r[0][0], "character": r[0][1]},
                            "end": {"line": r[1][0], "character": r[1][1]}}, "text": t} for r, t in chs]
-        server.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": version},
+        await server.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": version},
                                                  "contentChanges": wire})
         refused += not model.change(version, chs, MAX_DOC)
-    got = server_doc(server, URI)
+    got = await server_doc(server, URI)
     assert units(got["text"]) == model.u and got["version"] == model.version
     log("document edits", f"{len(edits)} edits, {refused} refused, equal")
 
 
 @FUZZ
 @given(text=texts, pos=st.tuples(st.integers(-2, 10), st.integers(-2, 60)))
-def test_positions_past_the_end_or_inside_a_character(server, text, pos):
-    open_doc(server, URI, text)
-    r = server.request("textDocument/inlineCompletion",
+async def test_positions_past_the_end_or_inside_a_character(server, text, pos):
+    await open_doc(server, URI, text)
+    r = await server.ask("textDocument/inlineCompletion",
                        {"textDocument": {"uri": URI}, "position": {"line": pos[0], "character": pos[1]},
                         "context": {"triggerKind": 2}})
     try:
@@ -205,59 +214,59 @@ def test_positions_past_the_end_or_inside_a_character(server, text, pos):
     else:
         assert r["error"]["code"] == -32602, r
         log("positions", "invalid: -32602")
-    assert server.health()["ok"]
+    assert (await server.health())["ok"]
 
 
 @FUZZ
 @given(uri=st.text(min_size=1, max_size=30).map(lambda s: "file:///nowhere/" + s))
-def test_unknown_documents(server, uri):
-    r = server.request("textDocument/inlineCompletion", {"textDocument": {"uri": uri},
+async def test_unknown_documents(server, uri):
+    r = await server.ask("textDocument/inlineCompletion", {"textDocument": {"uri": uri},
                                                          "position": {"line": 0, "character": 0},
                                                          "context": {"triggerKind": 2}})
     assert r["error"]["code"] == -32602 and "not open" in r["error"]["message"], r
-    server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2},
+    await server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2},
                                              "contentChanges": [{"text": "x"}]})
-    server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
-    assert server.health()["ok"]
+    await server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    assert (await server.health())["ok"]
     log("unknown documents", "-32602")
 
 
-def test_huge_documents_and_lines(server):
+async def test_huge_documents_and_lines(server):
     big = "x = 1\n" * (MAX_DOC // 6 + 10)                 # over maxDocumentChars: refused, not opened
     uri = "file:///fuzz/huge.py"
     start = server.mark()
-    open_doc(server, uri, big)
-    msg = server.wait_for(lambda m: m.get("method") == "window/showMessage", start=start)
+    await open_doc(server, uri, big)
+    msg = await server.wait_for(lambda m: m.get("method") == "window/showMessage", start=start)
     assert "maxDocumentChars" in msg["params"]["message"]
-    r = server.request("completer/debugDocument", {"uri": uri})
+    r = await server.ask("completer/debugDocument", {"uri": uri})
     assert r["error"]["code"] == -32602
     line = "y" * (MAX_DOC - 10)                          # one huge line under the limit: completion still works
-    open_doc(server, uri, line)
-    r = server.request("textDocument/inlineCompletion", {"textDocument": {"uri": uri},
+    await open_doc(server, uri, line)
+    r = await server.ask("textDocument/inlineCompletion", {"textDocument": {"uri": uri},
                                                          "position": {"line": 0, "character": len(line)},
                                                          "context": {"triggerKind": 2}}, timeout=120)
     # a ghost text, or (when the prompt cannot be cut below the model's context) a clear error naming the limit
     assert "result" in r or (r["error"]["code"] == -32803 and "exceeds" in r["error"]["message"]), r
     # an edit that would push it over the limit is refused as a whole
-    server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2},
+    await server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2},
                                              "contentChanges": [{"range": {"start": {"line": 0, "character": 0},
                                                                            "end": {"line": 0, "character": 0}},
                                                                  "text": "z" * 100}]})
-    assert server_doc(server, uri) == {"text": line, "version": 1}
+    assert await server_doc(server, uri) == {"text": line, "version": 1}
     log("huge documents", "refused over the limit, served under it")
 
 
-def test_cancelled_requests_get_request_cancelled(server):
-    open_doc(server, URI, "def f(x):\n    return ")
+async def test_cancelled_requests_get_request_cancelled(server):
+    await open_doc(server, URI, "def f(x):\n    return ")
     codes = []
     for _ in range(5):
         start = server.mark()
-        rid = server.request_async("textDocument/inlineCompletion",
+        rid, _ = await server.request("textDocument/inlineCompletion",
                                    {"textDocument": {"uri": URI}, "position": {"line": 1, "character": 11},
                                     "context": {"triggerKind": 2}})
-        server.notify("$/cancelRequest", {"id": rid})
-        r = server.response(rid, start=start)
+        await server.notify("$/cancelRequest", {"id": rid})
+        r = await server.response(rid, start=start)
         codes.append(r["error"]["code"] if "error" in r else "result")
     assert codes.count(-32800) >= 4, codes             # cancelled inside the 20 ms debounce
     log("cancel", f"{codes.count(-32800)}/5 -32800")
-    assert server.health()["ok"]
+    assert (await server.health())["ok"]

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
-import sys
 from argparse import Namespace
-from pathlib import Path
 
 import pytest
-from websockets.asyncio.client import connect
+import pytest_asyncio
 from websockets.exceptions import InvalidStatus
 
+from bench.lspclient import Server, frame, open_ws, server_command
 from lsp import security
 from lsp.security import FrameLimitReader, Policy
-from rawlsp import ROOT, RawClient, frame
-from wsserver import WsClient, WsServer
 
 
 # --- plain functions ------------------------------------------------------------------------------------------
@@ -94,86 +90,97 @@ async def test_frame_limit_reader_bounds_header_lines():
     assert (await fr.readline()).startswith(b"Content-Length")
 
 
-def test_stdio_long_header_line_is_ignored(tmp_path):
-    c = RawClient(stderr_path=tmp_path / "stdio.log")
+async def test_stdio_long_header_line_is_ignored(tmp_path):
+    server = Server("stdio", log_path=tmp_path / "stdio.log")
+    c = await server.start()
     try:
-        c.send_bytes(b"X" * 100_000 + b"\r\n")
-        assert c.health()["ok"] is not None
+        await c.send_bytes(b"X" * 100_000 + b"\r\n")
+        assert (await c.health())["ok"] is not None
     finally:
-        c.close()
+        await server.stop(c)
 
 
 # --- a real server ----------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def ws_server(tmp_path_factory, tiny_pair):
-    s = WsServer("--allow-model-dir", str(tiny_pair[0].parent), "--max-message-bytes", "100000",
-                 log_path=tmp_path_factory.mktemp("ws") / "server.log")
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def ws_server(tmp_path_factory, tiny_pair):
+    s = Server("ws", args=("--allow-model-dir", str(tiny_pair[0].parent), "--max-message-bytes", "100000"),
+               log_path=tmp_path_factory.mktemp("ws") / "server.log")
+    await s.launch()
     yield s
-    s.stop()
+    await s.stop()
 
 
-async def expect_refused(url: str, **kw) -> None:
+async def expect_refused(server: Server, **kw) -> None:
     with pytest.raises(InvalidStatus) as e:
-        async with connect(url, **kw):
-            pass
+        await server.start(**kw)
     assert e.value.response.status_code == 403
 
 
+async def health_on(server: Server, url: str | None = None, **kw) -> dict:
+    """A new connection's ``completer/health`` answer (the whole response)."""
+    c = await (open_ws(url, **kw) if url else server.start(**kw))
+    try:
+        return await c.ask("completer/health", {})
+    finally:
+        await c.close()
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_origin_checked_at_handshake(ws_server):
-    await expect_refused(ws_server.url, origin="https://evil.example")
-    await expect_refused(ws_server.url, origin="http://localhost.evil.example:8080")
+    await expect_refused(ws_server, origin="https://evil.example")
+    await expect_refused(ws_server, origin="http://localhost.evil.example:8080")
     for origin in (None, "http://localhost:3000", "vscode-webview://0a1b2c"):
-        async with connect(ws_server.url, origin=origin) as ws:
-            c = WsClient(ws)
-            assert (await c.request("completer/health", {}))["result"]["ok"] is not None
+        assert (await health_on(ws_server, origin=origin))["result"]["ok"] is not None
 
 
+@pytest.mark.asyncio(loop_scope="module")
 async def test_client_models_limited_to_allowlist(ws_server, engine_options, tmp_path):
-    c = await WsClient.connect(ws_server.url)
+    c = await ws_server.start()
     r = await c.initialize({**engine_options, "model": "/etc"})
     assert r["error"]["code"] == -32602 and "not allowed" in r["error"]["message"], r
     r = await c.initialize({**engine_options, "draft": str(tmp_path)})
     assert r["error"]["code"] == -32602 and "draft" in r["error"]["message"], r
     r = await c.initialize(engine_options)        # under --allow-model-dir: accepted
     assert "result" in r, r
-    await c.wait_engine()
+    await c.wait_ready()
     await c.close()
 
 
+@pytest.mark.asyncio(loop_scope="module")
 async def test_message_size_limit_closes_only_that_connection(ws_server):
-    c = await WsClient.connect(ws_server.url)
+    c = await ws_server.start()
     await c.send({"jsonrpc": "2.0", "method": "x/big", "params": {"blob": "z" * 200_000}})
-    await asyncio.wait_for(c._task, 10)                # the server closes the connection
-    assert c.ws.close_code == 1009                     # "message too big"
-    async with connect(ws_server.url) as ws:          # the server keeps serving
-        assert "result" in await WsClient(ws).request("completer/health", {})
+    await c.wait_closed(10)                            # the server closes the connection
+    assert c.transport.close_code == 1009              # "message too big"
+    assert "result" in await health_on(ws_server)      # the server keeps serving
 
 
 async def test_token_required_when_set(tiny_pair, tmp_path):
-    s = WsServer("--ws-token", "s3cret", log_path=tmp_path / "tok.log")
+    s = Server("ws", args=("--ws-token", "s3cret"), log_path=tmp_path / "tok.log")
     try:
-        await expect_refused(s.url)
-        await expect_refused(s.url, additional_headers={"Authorization": "Bearer wrong"})
-        for kw, url in (({"additional_headers": {"Authorization": "Bearer s3cret"}}, s.url), ({}, s.url + "/?token=s3cret")):
-            async with connect(url, **kw) as ws:
-                assert "result" in await WsClient(ws).request("completer/health", {})
+        await s.launch()
+        await expect_refused(s)
+        await expect_refused(s, additional_headers={"Authorization": "Bearer wrong"})
+        assert "result" in await health_on(s, additional_headers={"Authorization": "Bearer s3cret"})
+        assert "result" in await health_on(s, s.url + "/?token=s3cret")
     finally:
-        s.stop()
+        await s.stop()
 
 
 def test_non_loopback_bind_needs_a_token():
-    p = subprocess.run([sys.executable, "-m", "lsp.server", "--ws", "0.0.0.0:0"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    cmd = [a if a != "127.0.0.1:0" else "0.0.0.0:0" for a in server_command("ws")]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
     assert p.returncode != 0 and "--ws-token" in p.stderr, p.stderr[-2000:]
 
 
-def test_stdio_oversized_frame_is_refused_and_serving_goes_on(tmp_path):
-    c = RawClient(["--max-message-bytes", "4096"], stderr_path=tmp_path / "stdio.log")
+async def test_stdio_oversized_frame_is_refused_and_serving_goes_on(tmp_path):
+    server = Server("stdio", args=("--max-message-bytes", "4096"), log_path=tmp_path / "stdio.log")
+    c = await server.start()
     try:
         start = c.mark()
-        c.send_bytes(frame(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "x", "params": "a" * 10_000}).encode()))
-        assert c.health()["ok"] is not None
+        await c.send_bytes(frame({"jsonrpc": "2.0", "id": 5, "method": "x", "params": "a" * 10_000}))
+        assert (await c.health())["ok"] is not None
         errs = [m for m in c.since(start) if "error" in m]
         assert len(errs) == 1 and errs[0]["error"]["code"] == -32600 and "4096" in errs[0]["error"]["message"]
     finally:
-        c.close()
+        await server.stop(c)
