@@ -163,3 +163,42 @@ async def check_concurrent_requests(make_engine: Factory, n: int = 8, max_new_to
         assert c["requests_finished"] >= 2 * n and c["requests_aborted"] == 0
     finally:
         await engine.close()
+
+
+HEAL_PROMPTS = ["def add(a, b):\n    ret", "import os\nimport sys\n\ndef main():\n    pri",
+                "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n"
+                "        self.items.app", "for i in range(10):\n    print(i", "x = [1, 2, 3]\ny = sor"]
+
+
+async def check_token_healing(make_engine: Factory, prompts=HEAL_PROMPTS, max_new_tokens: int = 12,
+                              **config) -> None:
+    """A request with ``heal`` (the prompt backed up by its last token, as ``completer.healing`` does it): the
+    first tokens re-type the removed characters (each healing token is allowed by ``healing.allowed_tokens``),
+    the streamed text is what the tokens say after those characters, and speculation does not change it."""
+    from completer import healing
+    outs = {}
+    for speculation in ("none", "draft"):
+        engine = make_engine(speculation=speculation, **config)
+        try:
+            tok = engine.tokenizer
+            for i, p in enumerate(prompts):
+                heal = healing.heal_point(p, tok)
+                assert heal and p.endswith(heal), f"prompt {i}: nothing to heal at {p[-12:]!r}"
+                req = Request(f"h{i}", p[: len(p) - len(heal)], max_new_tokens=max_new_tokens, heal=heal)
+                text, ids, reason = await collect(engine, req)
+                assert reason in ("stop", "length"), f"prompt {i}: finish_reason {reason!r}"
+                left = heal
+                for t in ids:
+                    if not left:
+                        break
+                    assert t in healing.allowed_tokens(tok, left), \
+                        f"prompt {i}: token {tok.decode([t])!r} while re-typing {left!r}"
+                    left = healing.advance(left, tok.decode([t], skip_special_tokens=False))
+                full = tok.decode(ids, skip_special_tokens=True)
+                assert full.startswith(heal) and text == full[len(heal):], \
+                    f"prompt {i}: tokens say {full!r}, streamed {text!r} after healing {heal!r}"
+                outs.setdefault(i, []).append(ids)
+        finally:
+            await engine.close()
+    for i, (plain, spec) in outs.items():
+        assert plain == spec, f"prompt {i}: healed output differs with speculation: {plain} vs {spec}"

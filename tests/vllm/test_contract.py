@@ -21,3 +21,7 @@ async def test_abort_within_one_step(make_engine, speculation):
 
 async def test_concurrent_requests(make_engine):
     await contract.check_concurrent_requests(make_engine, n=8, speculation="draft", num_speculative_tokens=4)
+
+
+async def test_token_healing(make_engine):
+    await contract.check_token_healing(make_engine)

@@ -25,3 +25,8 @@ async def test_concurrent_requests(make_engine, speculation):
 
 async def test_house_pair_lossless(house_engine):
     await contract.check_greedy_speculation_lossless(house_engine, "draft", "adaptive", max_new_tokens=16)
+
+
+async def test_token_healing(house_engine):
+    # the house pair: a trained tokenizer, so mid-word prompts have real words to heal to
+    await contract.check_token_healing(house_engine)
