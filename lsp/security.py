@@ -207,9 +207,8 @@ def model_allowed(name: str | None, policy: "Policy") -> bool:
     return False
 
 
-def check_models(config, policy: "Policy | None" = None) -> None:
+def check_models(config, policy: "Policy") -> None:
     """Raise SecurityError if ``config`` (an EngineConfig) names a model the client may not load."""
-    policy = policy or POLICY
     for what in ("model", "draft"):
         name = getattr(config, what, None)
         if not model_allowed(name, policy):
@@ -238,14 +237,6 @@ class Policy:
         return cls(token=token, origins=origins, max_message_bytes=args.max_message_bytes,
                    allow_client_models=args.allow_client_models or transport == "stdio",
                    server_models=models, model_dirs=tuple(Path(d) for d in (args.allow_model_dir or ())))
-
-
-POLICY = Policy()   # the process's policy; lsp.server.main installs the one built from the command line
-
-
-def install(policy: Policy) -> None:
-    global POLICY
-    POLICY = policy
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

@@ -126,12 +126,16 @@ class CompleterProtocol(LanguageServerProtocol):
 
 
 class CompleterServer(LanguageServer):
-    def __init__(self, engine_host: EngineHost | None = None):
+    """One client connection's server. ``policy`` (lsp.security) is the operator's: which models this client may
+    name; it comes from the command line through ``build_server``, not from a module global."""
+
+    def __init__(self, engine_host: EngineHost | None = None, policy: security.Policy | None = None):
         super().__init__("completer", VERSION, protocol_cls=CompleterProtocol,
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.config = ServerConfig()
         self.documents = DocumentStore()
         self.engine_host = engine_host or EngineHost()
+        self.policy = policy if policy is not None else security.Policy()
         self.lifecycle = Lifecycle(self.engine_host, lambda: self.config)
         self.exit_hook = None  # set by the TCP/websocket transports: what `exit` does for one connection
 
@@ -210,7 +214,7 @@ class CompleterServer(LanguageServer):
     def apply_settings(self, settings: Any, where: str) -> None:
         new = self.config.updated(settings, where)
         try:
-            security.check_models(new.engine)
+            security.check_models(new.engine, self.policy)
         except security.SecurityError as e:
             raise ConfigError(f"{where}.engine: {e}") from None
         engine_changed = new.engine != self.config.engine
@@ -233,8 +237,9 @@ class CompleterServer(LanguageServer):
         }
 
 
-def build_server(engine_host: EngineHost | None = None) -> CompleterServer:
-    server = CompleterServer(engine_host)
+def build_server(engine_host: EngineHost | None = None, policy: security.Policy | None = None) -> CompleterServer:
+    """The server for one connection; ``policy`` defaults to ``security.Policy()`` (in-process use and tests)."""
+    server = CompleterServer(engine_host, policy)
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: CompleterServer, params: types.InitializeParams) -> None:
@@ -243,7 +248,7 @@ def build_server(engine_host: EngineHost | None = None) -> CompleterServer:
         except ConfigError as e:
             raise JsonRpcInvalidParams(f"bad initializationOptions: {e}") from None
         try:
-            security.check_models(config.engine)
+            security.check_models(config.engine, ls.policy)
         except security.SecurityError as e:
             raise JsonRpcInvalidParams(f"bad initializationOptions: engine: {e}") from None
         ls.config = config
@@ -333,6 +338,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--log-level", default="WARNING",
                     choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
     security.add_arguments(ap)
+    ap.add_argument("--fault-after-steps", type=int, default=None, metavar="N",
+                    help="testing only: the first engine fails inside its model step from step N on (the supervisor "
+                         "then errors the requests in flight and restarts it)")
     return ap.parse_args(argv)
 
 
@@ -343,15 +351,15 @@ def main(argv: list[str] | None = None) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     transport = "tcp" if args.tcp else "ws" if args.ws else "stdio"
     policy = security.Policy.from_args(args, transport)
-    security.install(policy)
-    host = EngineHost(supervised())   # restarts a failed engine; see completer.engine.supervisor
+    # restarts a failed engine (completer.engine.supervisor); --fault-after-steps is its test hook
+    host = EngineHost(supervised(fault_after_steps=args.fault_after_steps))
     try:
         if args.tcp or args.ws:
             bind, port = args.tcp or args.ws
             security.check_bind(bind, policy.token)
             serve = transports.serve_tcp if args.tcp else transports.serve_ws
             try:
-                serve(lambda: build_server(host), bind, port, host, policy)
+                serve(lambda: build_server(host, policy), bind, port, host, policy)
             except OSError as e:
                 if e.errno not in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
                     raise
@@ -361,7 +369,7 @@ def main(argv: list[str] | None = None) -> None:
                 sys.exit(1)
         else:
             try:
-                transports.serve_stdio(build_server(host), host, policy)
+                transports.serve_stdio(build_server(host, policy), host, policy)
             except SystemExit as e:    # `exit` (pygls calls sys.exit once the connection is closed)
                 _exit_now(e.code if isinstance(e.code, int) else 0)
             _exit_now(0)

@@ -38,8 +38,7 @@ async def _finish(server) -> None:
         log.exception("closing the connection's server failed")
 
 
-def serve_stdio(server, host: EngineHost, policy: security.Policy | None = None) -> None:
-    policy = policy or security.POLICY
+def serve_stdio(server, host: EngineHost, policy: security.Policy) -> None:
 
     async def main() -> None:
         server._stop_event = stop = threading.Event()
@@ -63,8 +62,7 @@ def serve_stdio(server, host: EngineHost, policy: security.Policy | None = None)
 
 
 def serve_tcp(make_server: Callable[[], object], bind: str, port: int, host: EngineHost,
-              policy: security.Policy | None = None) -> None:
-    policy = policy or security.POLICY
+              policy: security.Policy) -> None:
 
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         server = make_server()
@@ -93,8 +91,7 @@ def serve_tcp(make_server: Callable[[], object], bind: str, port: int, host: Eng
 
 
 def serve_ws(make_server: Callable[[], object], bind: str, port: int, host: EngineHost,
-             policy: security.Policy | None = None) -> None:
-    policy = policy or security.POLICY
+             policy: security.Policy) -> None:
 
     from websockets.asyncio.server import serve
 

@@ -17,6 +17,11 @@ class EngineError(RuntimeError):
     """A request failed inside the engine (bad request, engine crash); the message is meant for the user."""
 
 
+class InjectedFault(RuntimeError):
+    """A failure made on purpose inside an engine's model step (``fault_after_steps``), as a dead device would
+    fail: the test hook for the supervisor's failure handling and restart."""
+
+
 class RequestError(EngineError):
     """The request itself cannot be served (empty prompt, token ids outside the vocabulary, longer than the
     model's context): the engine is fine and stays up; the caller has to change the request."""

@@ -21,8 +21,9 @@ Whatever else the engine raises is taken as a failure of the engine (at worst a 
 answer).
 
 Fault injection (tests and ``bench/reliability.py``): :func:`inject_step_fault` makes a real embedded engine fail
-inside its model step from the N-th step on, as a dead device would; env ``COMPLETER_INJECT_FAULT=N`` does it to the
-first engine a supervisor builds (so a restart heals it).
+inside its model step from the N-th step on, as a dead device would (the engine's ``fault_after_steps`` hook);
+``SupervisedEngine(..., fault_after_steps=N)`` (``completer-lsp --fault-after-steps N``) does it to the first engine
+it builds, so a restart heals it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 import time
 from dataclasses import asdict, dataclass
 from typing import AsyncIterator, Callable
@@ -42,29 +42,15 @@ from .config import EngineConfig
 
 log = logging.getLogger(__name__)
 
-FAULT_ENV = "COMPLETER_INJECT_FAULT"
-
-
-class InjectedFault(RuntimeError):
-    """Raised by :func:`inject_step_fault` inside the engine's step."""
-
-
 def inject_step_fault(engine, after_steps: int = 0) -> dict:
-    """Make ``engine``'s model step raise :class:`InjectedFault` from its ``after_steps``-th call on (every call
-    after, too: a dead engine stays dead). Works on engines with a ``_step`` method (the embedded TorchEngine).
-    Returns the switch's state (``{"steps": n, "raised": n}``)."""
-    step = engine._step
-    state = {"steps": 0, "raised": 0}
-
-    def faulty(run):
-        state["steps"] += 1
-        if state["steps"] > after_steps:
-            state["raised"] += 1
-            raise InjectedFault(f"injected fault at engine step {state['steps']}")
-        return step(run)
-
-    engine._step = faulty
-    return state
+    """Make ``engine``'s model steps raise :class:`InjectedFault` from its ``after_steps``-th step on (every step
+    after, too: a dead engine stays dead), through the engine's own ``fault_after_steps`` hook (the embedded
+    TorchEngine has it). Returns the hook's live state (``{"steps": n, "raised": n}``)."""
+    if not hasattr(engine, "fault_after_steps"):
+        raise TypeError(f"{type(engine).__name__} has no fault_after_steps test hook")
+    engine.fault_state = {"steps": 0, "raised": 0}
+    engine.fault_after_steps = after_steps
+    return engine.fault_state
 
 
 @dataclass
@@ -96,7 +82,7 @@ class SupervisedEngine:
     def __init__(self, config: EngineConfig, factory: Callable[[EngineConfig], Engine] | None = None, *,
                  max_prompt_tokens: int | None = None, max_new_tokens: int = 4096, max_inflight: int | None = 64,
                  backoff_s: float = 0.25, max_backoff_s: float = 30.0, restart_wait_s: float = 60.0,
-                 engine: Engine | None = None):
+                 engine: Engine | None = None, fault_after_steps: int | None = None):
         if factory is None:
             from . import create_engine
             factory = create_engine
@@ -108,10 +94,9 @@ class SupervisedEngine:
         self.backoff_s, self.max_backoff_s, self.restart_wait_s = backoff_s, max_backoff_s, restart_wait_s
         self.inner: Engine = engine if engine is not None else factory(config)
         self.name = f"supervised-{getattr(self.inner, 'name', type(self.inner).__name__)}"
-        fault = os.environ.get(FAULT_ENV)
-        if fault:
-            inject_step_fault(self.inner, int(fault))
-            log.warning("%s=%s: the first engine will fail from step %s on", FAULT_ENV, fault, fault)
+        if fault_after_steps is not None:
+            inject_step_fault(self.inner, fault_after_steps)
+            log.warning("test hook: the first engine fails from step %d on", fault_after_steps)
         self._stats = SupervisorCounters()
         self._flights: dict[str, _Flight] = {}
         self._consecutive = 0

@@ -25,7 +25,7 @@ from ..models.llama import KVCache, LlamaForCausalLM
 from ..models.tokenizer import load_tokenizer
 from ..prompt import ALL_END_TOKENS, template_for_model
 from ..speculative import DraftProposer, Sampling, decode_one, make_schedule, prefill, propose_ngram, speculative_step
-from .base import Chunk, Counters, EngineError, Request, apply_stop, check_prompt, held_back
+from .base import Chunk, Counters, EngineError, InjectedFault, Request, apply_stop, check_prompt, held_back
 from .config import EngineConfig
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -104,6 +104,9 @@ class TorchEngine:
             self.n_vocab = min(self.n_vocab, self.draft.config.vocab_size)
             self.proposer = DraftProposer(self.draft, self.n_vocab)
         self.stop_ids = self._stop_ids()
+        # test hook (supervisor.inject_step_fault): every model step after this many raises InjectedFault
+        self.fault_after_steps: int | None = None
+        self.fault_state = {"steps": 0, "raised": 0}
         self._counters = Counters()
         self._running: dict[str, _Running] = {}
         self._cache_lru: OrderedDict[str, _Caches] = OrderedDict()
@@ -249,6 +252,11 @@ class TorchEngine:
 
     # runs in the worker thread: pure model work on this request's own state
     def _step(self, run: _Running) -> list[int]:
+        if self.fault_after_steps is not None:
+            self.fault_state["steps"] += 1
+            if self.fault_state["steps"] > self.fault_after_steps:
+                self.fault_state["raised"] += 1
+                raise InjectedFault(f"injected fault at engine step {self.fault_state['steps']}")
         req = run.request
         if run.caches is None:                                 # first step: take the document's caches, prefill
             run.caches = self._take_caches(req.cache_key)
