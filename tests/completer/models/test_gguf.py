@@ -187,3 +187,17 @@ def test_smollm2_splits_digits_like_its_own_tokenizer(tmp_path):
     tok = Tokenizer.from_file(str(materialise(SMOL, root=tmp_path) / "tokenizer.json"))
     pieces = tok.encode("x = 12345").tokens
     assert [p for p in pieces if p.isdigit()] == list("12345")
+
+
+def test_cli_completes_with_a_gguf_model(tiny_gguf, monkeypatch, tmp_path, capsys):
+    """``completer complete --model file.gguf``: the same path the server's engine takes (resolve_model)."""
+    from completer.cli import main
+    monkeypatch.setenv("COMPLETER_CACHE", str(tmp_path / "cache"))
+    path, _ = tiny_gguf
+    src = tmp_path / "a.py"
+    src.write_text("def add(a, b):\n    return a\n")
+    assert main(["complete", str(src), "--line", "2", "--column", "13", "--model", str(path),
+                 "--speculation", "none", "--max-tokens", "4", "--stats"]) == 0
+    err = capsys.readouterr().err
+    assert json.loads(err[err.index("{"):])["requests_finished"] == 1     # the engine ran the request to its end
+    assert (tmp_path / "cache" / "gguf").is_dir()
