@@ -9,7 +9,7 @@
    plus an inlineCompletion, as editors send them. Counted: answered / cancelled (-32800) / other errors / never
    answered; latency of answered requests (median, p95); server RSS and engine requests running, sampled each
    second (bounded = the server cancels superseded work instead of queueing it);
-3. faults: the engine dies mid-request (``completer-lsp --fault-after-steps 1``, a failure inside the real engine's step) ->
+3. faults: the engine dies mid-request (``--fault-after-steps 1``, a failure inside the real engine's step) ->
    error, restart, success, and the time to recover; a client vanishes mid-stream -> engine requests left running;
    size limits -> the errors clients get;
 4. exposure: handshakes from a foreign Origin, without/with the token.
