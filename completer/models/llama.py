@@ -76,13 +76,6 @@ class ModelConfig:
             d.update(mlp_bias=False, pretraining_tp=1)
         return d
 
-    def num_parameters(self) -> int:
-        h, i, n = self.hidden_size, self.intermediate_size, self.num_hidden_layers
-        q, kv = self.num_attention_heads * self.head_dim, self.num_key_value_heads * self.head_dim
-        per_layer = h * q + 2 * h * kv + q * h + 3 * h * i + 2 * h
-        emb = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
-        return n * per_layer + emb + h
-
 
 class KVCache:
     """Keys and values for every layer of one sequence (B=1 in serving), indexed by absolute position."""
@@ -113,9 +106,6 @@ class KVCache:
         """Forget positions >= length (rejected draft tokens, or the part of a prompt that changed)."""
         self.length = min(self.length, length)
         del self.tokens[self.length:]
-
-    def nbytes(self) -> int:
-        return self.k.nbytes + self.v.nbytes
 
 
 class RMSNorm(nn.Module):
