@@ -82,6 +82,7 @@ class Generation:
         self.aborted = False               # the stream was closed before the end (cancelled), or the engine aborted
         self.error: BaseException | None = None
         self.started = time.perf_counter()
+        self.first_at: float | None = None  # when the first generated text arrived (TTFT = first_at - started)
         self.ended: float | None = None
         self._event = asyncio.Event()
 
@@ -100,6 +101,8 @@ class Generation:
         try:
             async with contextlib.aclosing(self.engine.generate(self.request)) as stream:
                 async for chunk in stream:
+                    if self.first_at is None and (chunk.text or chunk.token_ids):
+                        self.first_at = time.perf_counter()
                     self.raw += chunk.text
                     self.tokens += len(chunk.token_ids) or (1 if chunk.text else 0)
                     if chunk.finished:
@@ -122,6 +125,18 @@ class Generation:
                 self.aborted = self.aborted or self.error is None
             self._wake()
         return self.ghost()
+
+    @property
+    def ttft_s(self) -> float | None:
+        """Time to first token: request sent to the first generated text (None if none came)."""
+        return None if self.first_at is None else self.first_at - self.started
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first (None with fewer than two tokens or before the end)."""
+        if self.first_at is None or self.ended is None or self.tokens < 2:
+            return None
+        return (self.ended - self.first_at) / (self.tokens - 1)
 
     async def changed(self) -> None:
         """Return after the next chunk arrives or the request ends (at once if it has ended)."""
