@@ -28,7 +28,7 @@ from completer.context.syntax import Trees
 
 from .config import ServerConfig
 from .documents import Snapshot
-from .engine_host import EngineHost
+from .engine_host import EngineHost, EngineUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,8 @@ class ServerStats:
     errors: int = 0
     last_latency_ms: float | None = None   # request received -> answer, of the last answered request
     last_engine_ms: float | None = None    # engine time of the last engine request
+    last_ttft_ms: float | None = None      # engine request sent -> its first generated text, of the last one
+    last_tpot_ms: float | None = None      # time per generated token after the first, of the last engine request
 
 
 @dataclass(frozen=True)
@@ -84,9 +86,10 @@ def type_through(shown: _Shown | None, snap: Snapshot, offset: int) -> str | Non
 
 
 class Lifecycle:
-    def __init__(self, host: EngineHost, config: Callable[[], ServerConfig]):
+    def __init__(self, host: EngineHost, config: Callable[[], ServerConfig], metrics=None):
         self.host = host
         self._config = config
+        self.metrics = metrics          # lsp.metrics.Metrics when the operator asked for --metrics, else None
         self.stats = ServerStats()
         self._inflight: dict[str, set[asyncio.Task]] = {}
         self._shown: dict[str, _Shown] = {}
@@ -146,12 +149,15 @@ class Lifecycle:
             else:
                 self.stats.empty_completions += 1
             self.stats.last_latency_ms = (time.perf_counter() - t0) * 1000
+            self._observe("cache" if result.from_cache else "served" if result.text else "empty", t0)
             return result
         except asyncio.CancelledError:
             self.stats.requests_cancelled += 1
+            self._observe("cancelled", t0)
             raise
-        except Exception:
+        except Exception as e:
             self.stats.errors += 1
+            self._observe("refused" if isinstance(e, EngineUnavailable) else "error", t0)
             raise
         finally:
             tasks = self._inflight.get(snap.uri)
@@ -174,6 +180,17 @@ class Lifecycle:
             if gen.aborted:
                 self.stats.engine_aborts += 1
             self.stats.last_engine_ms = ((gen.ended or time.perf_counter()) - gen.started) * 1000
+            ttft, tpot = gen.ttft_s, gen.tpot_s
+            if ttft is not None:
+                self.stats.last_ttft_ms = ttft * 1000
+            if tpot is not None:
+                self.stats.last_tpot_ms = tpot * 1000
+            if self.metrics is not None:
+                self.metrics.generation(ttft, tpot)
+
+    def _observe(self, outcome: str, t0: float) -> None:
+        if self.metrics is not None:
+            self.metrics.request(outcome, time.perf_counter() - t0)
 
     def snapshot_stats(self) -> dict:
         d = asdict(self.stats)
