@@ -26,6 +26,8 @@ class EngineHost:
         self.config: EngineConfig | None = None
         self.engine: Engine | None = None
         self.error: str | None = None
+        self.metrics = None   # lsp.metrics.Metrics with --metrics: per process like this host, so every connection's
+                              # lifecycle reports to it
 
     @property
     def ready(self) -> bool:

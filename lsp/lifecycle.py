@@ -89,7 +89,8 @@ class Lifecycle:
     def __init__(self, host: EngineHost, config: Callable[[], ServerConfig], metrics=None):
         self.host = host
         self._config = config
-        self.metrics = metrics          # lsp.metrics.Metrics when the operator asked for --metrics, else None
+        # lsp.metrics.Metrics when the operator asked for --metrics (one per process, like the engine host)
+        self.metrics = metrics if metrics is not None else getattr(host, "metrics", None)
         self.stats = ServerStats()
         self._inflight: dict[str, set[asyncio.Task]] = {}
         self._shown: dict[str, _Shown] = {}
