@@ -18,6 +18,7 @@ The engine's counters start again from 0 when the engine is rebuilt (a restart o
 from __future__ import annotations
 
 import logging
+import sys
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
@@ -88,6 +89,38 @@ class Metrics:
         if self.server is not None:
             self.server.shutdown()
             self.server = None
+
+
+def add_arguments(ap) -> None:
+    """``--metrics [HOST:]PORT`` on ``completer-lsp``'s parser."""
+    ap.add_argument("--metrics", metavar="HOST:PORT", default=None,
+                    help="serve Prometheus metrics at http://HOST:PORT/metrics (TCP/websocket servers only; HOST "
+                         "defaults to 127.0.0.1; PORT 0 picks a free port, logged at start)")
+
+
+def parse_address(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    try:
+        p = int(port)
+    except ValueError:
+        raise ValueError(f"--metrics: expected HOST:PORT or PORT, got {value!r}") from None
+    if not 0 <= p <= 65535:
+        raise ValueError(f"--metrics: port must be 0..65535, got {p}")
+    return (host if sep and host else "127.0.0.1"), p
+
+
+def start(args, host: "EngineHost", policy: "Policy", transport: str) -> "Metrics | None":
+    """The process's metrics when ``--metrics`` was given (attached to the engine host, served in a thread)."""
+    if not getattr(args, "metrics", None):
+        return None
+    if transport == "stdio":
+        raise ValueError("--metrics needs --tcp or --ws (a stdio server belongs to one editor; scrape a shared one)")
+    bind, port = parse_address(args.metrics)
+    m = Metrics(host, policy)
+    bound = m.serve(bind, port)
+    host.metrics = m
+    print(f"completer-lsp: metrics on http://{bind}:{bound}/metrics", file=sys.stderr, flush=True)
+    return m
 
 
 class _EngineCollector:
