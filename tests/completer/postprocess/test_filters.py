@@ -65,6 +65,58 @@ TABLES = {
         ("value", Context(line_before="x = ", rest="value"), ""),
         ("a\nb)", Context(line_before="f(", rest=")"), "a\nb)"),       # several lines: left to the block filters
     ],
+    "cut_repetition": [
+        ("{ path: Argument<{path: Argument<{path: Argument<", Context(language="typescript"), "{ path: Argument<"),
+        ("(0, sizeof(buf), sizeof(buf), sizeof(b", Context(language="c"), "(0, sizeof(buf)"),     # cut off mid-loop
+        ("x += 1\nx += 1\nx += 1\nx +", PY_BLOCK, "x += 1\n"),
+        ("[0, 0, 0, 0, 0]", LINE, "[0, 0, 0, 0, 0]"),                  # short units are ordinary code
+        ("# ==========================", LINE, "# =========================="),
+        ("self.a = a\nself.b = b", PY_BLOCK, "self.a = a\nself.b = b"),
+        ("foo(bar), foo(bar)", LINE, "foo(bar), foo(bar)"),             # twice, not running to the limit
+    ],
+    "drop_repeated_line_start": [
+        ("self.items.pop()", Context(line_before="        return self."), "items.pop()"),    # issue 12's example
+        ("return x", Context(line_before="    return "), "x"),
+        ("items.pop()", Context(line_before="        return self."), "items.pop()"),
+        (" + 1", Context(line_before="x = y"), " + 1"),
+        ("1", Context(line_before="x = 1"), "1"),                      # too short to call a repeat
+    ],
+    "block_on_new_line": [
+        ("        return self.items[-1]", Context(line_before="    def peek(self):", mode="block", indent="        ",
+                                                  language="python"), "\n        return self.items[-1]"),  # issue 12
+        (" return 1", Context(line_before="def f():", mode="block", indent="    ", language="python"),
+         "\n    return 1"),
+        ("   \n        return 1", Context(line_before="    def f(self):", mode="block", indent="        ",
+                                          language="python"), "\n        return 1"),
+        (" ", Context(line_before="    def peek(self):", mode="block", indent="        ", language="python"), ""),
+        (" 1 + 2 }", Context(line_before="fn f() -> u32 {", rest="}", mode="block", indent="    ", language="rust"),
+         " 1 + 2 }"),                                                  # a brace one-liner stays on its line
+        ("  return x;\n}", Context(line_before="function f(x) {", mode="block", indent="  ", language="javascript"),
+         "\n  return x;\n}"),
+        ("\n    return 1", Context(line_before="def f():", mode="block", indent="    ", language="python"),
+         "\n    return 1"),
+        ("y = x\nreturn y", Context(line_before="def f(x):", mode="block", indent="    ", language="python"),
+         "\n    y = x\n    return y"),                                # a flush-left body moves with it
+        ("x", LINE, "x"),
+    ],
+    "cut_foreign_lines": [
+        ('\n\t"""Docstring."""\n\treturn x', Context(line_before="func F() {", mode="block", language="go"), ""),
+        ("\n  return 1;\n  # TODO(x): fix", Context(line_before="function f() {", mode="block", language="javascript"),
+         "\n  return 1;"),
+        ("\n  #count = 0;", Context(line_before="class A {", mode="block", language="javascript"),
+         "\n  #count = 0;"),                                          # a private field is JavaScript
+        ("\n#include <stdio.h>", Context(language="c"), "\n#include <stdio.h>"),   # preprocessor
+        ("\n    #[inline]\n    fn f() {}", Context(language="rust"), "\n    #[inline]\n    fn f() {}"),
+        ("x = 1\n    // done", Context(line_before="    ", language="python"), "x = 1"),
+        ("# comment", Context(line_before="    ", language="go"), ""),
+        ("a # b", Context(line_before="x := ", language="go"), "a # b"),
+        ('"""Doc."""', Context(line_before="    ", language="python"), '"""Doc."""'),
+    ],
+    "drop_next_line_copy": [
+        ("return y", Context(line_before="    ", suffix="\n    return y\n"), ""),
+        ("y = 1", Context(line_before="    ", suffix="\n    return y\n"), "y = 1"),
+        ("return y", Context(line_before="    ", suffix="\n    return y\n", mode="block"), "return y"),
+    ],
     "strip_trailing_whitespace": [
         ("x = 1   \n\n  \n", LINE, "x = 1"),
         ("   \n\t", LINE, ""),
