@@ -66,6 +66,27 @@ async def read_frame(reader: asyncio.StreamReader) -> dict | None:
         return None
 
 
+def inline_params(uri: str, line: int, character: int, trigger_kind: int = 2) -> dict:
+    """``textDocument/inlineCompletion`` params (trigger kind 2: automatic, as editors send while typing)."""
+    return {"textDocument": {"uri": uri}, "position": {"line": line, "character": character},
+            "context": {"triggerKind": trigger_kind}}
+
+
+async def wait_ready(stats, timeout: float = 300.0, poll_s: float = 0.1) -> dict:
+    """Poll ``stats()`` (an async call of ``completer/stats``) until the engine is ready and return those stats;
+    an engine that failed to start raises at once with its error. The one wait-for-ready loop of tests and
+    benchmarks, whichever client they drive the server with."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        s = await stats()
+        if s.get("engineReady"):
+            return s
+        if s.get("engineError"):
+            raise RuntimeError(f"engine failed to start: {s['engineError']}")
+        await asyncio.sleep(poll_s)
+    raise TimeoutError(f"engine not ready after {timeout:.0f} s")
+
+
 class Client:
     """One JSON-RPC connection: requests resolve futures by id; server->client requests get a null result."""
 
@@ -199,16 +220,16 @@ class Client:
         return await self.call("completer/health", {}, timeout)
 
     async def wait_ready(self, timeout: float = 300.0) -> dict:
-        """Poll ``completer/stats`` until the engine is ready (its stats then); a failed engine raises at once."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            s = await self.call("completer/stats", {})
-            if s.get("engineReady"):
-                return s
-            if s.get("engineError"):
-                raise RuntimeError(f"engine failed to start: {s['engineError']}")
-            await asyncio.sleep(0.1)
-        raise TimeoutError(f"engine not ready after {timeout:.0f} s")
+        """The server's stats once its engine is ready (see :func:`wait_ready`)."""
+        return await wait_ready(lambda: self.call("completer/stats", {}), timeout)
+
+    async def open_document(self, uri: str, text: str, language_id: str = "python", version: int = 1) -> None:
+        await self.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": language_id,
+                                                                    "version": version, "text": text}})
+
+    async def inline(self, uri: str, line: int, character: int, timeout: float = 60.0, rid: Any = None) -> dict:
+        """The whole response to ``textDocument/inlineCompletion`` at (line, character), triggered automatically."""
+        return await self.ask("textDocument/inlineCompletion", inline_params(uri, line, character), timeout, rid)
 
     async def close(self) -> None:
         self._reader.cancel()

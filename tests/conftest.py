@@ -25,6 +25,16 @@ def tiny_options(tiny_pair) -> dict:
     return {"model": str(tiny_pair[0]), "draft": str(tiny_pair[1]), "device": "cpu"}
 
 
+@pytest.fixture(scope="session")
+def house_options() -> dict:
+    """``initializationOptions.engine`` for the shipped house pair on CPU: what the end-to-end and editor tests run.
+    A missing pair fails the test that asks for it (a skip would hide that the shipped models are gone)."""
+    missing = tiny_models.house_missing()
+    if missing:
+        pytest.fail(f"the shipped house pair is incomplete; missing: {', '.join(missing)}")
+    return tiny_models.house_options()
+
+
 @pytest.fixture
 def make_engine(tiny_pair):
     """Factory: make_engine(**EngineConfig overrides) on the tiny pair, CPU; closed after the test."""

@@ -1,13 +1,8 @@
-"""End-to-end fixtures: the real ``completer-lsp`` process, a real client (pytest-lsp over stdio), a real engine.
-
-The engine runs the shipped house pair when it is there; otherwise (early in the project, before the models land)
-a tiny random-weight pair built here in a second, so the protocol and lifecycle are still exercised end to end.
-"""
+"""End-to-end fixtures: the real ``completer-lsp`` process, a real client (pytest-lsp over stdio), a real engine:
+the shipped house pair (the tests fail, not skip, when it cannot be found)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -15,13 +10,10 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-sys.path.insert(0, str(Path(__file__).parent))
-from e2e_helpers import init_params, wait_engine_ready  # noqa: E402
+from bench.lspclient import server_command
+from tests.helpers.pygls_session import init_params, wait_engine_ready
 
-sys.path.append(str(Path(__file__).parents[1]))       # tests/engine_models.py
-import engine_models  # noqa: E402
-
-SERVER = [sys.executable, "-m", "lsp.server", "--log-level", "WARNING"]
+SERVER = server_command("stdio")
 
 
 # every setting a test may change, at its value for tests (maxTokens small so the suite stays fast)
@@ -30,8 +22,8 @@ TEST_DEFAULTS = {"maxTokens": 16, "debounceMs": 5, "contextBudgetTokens": 1024, 
 
 
 @pytest.fixture(scope="session")
-def engine_options(tmp_path_factory) -> dict:
-    return engine_models.engine_options(tmp_path_factory.mktemp("tiny-pair"))
+def engine_options(house_options) -> dict:
+    return house_options
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER), scope="module")

@@ -3,14 +3,11 @@ the cursor (outside the near-text window), and the prompt for consecutive keystr
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 from lsprotocol import types
 
-sys.path.insert(0, str(Path(__file__).parent))
-from e2e_helpers import edit, open_doc, stats  # noqa: E402
+from tests.helpers.pygls_session import edit, open_doc, stats
 
 N = 150  # body lines between the scope header and the cursor: far more than the near window holds
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
 import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-sys.path.insert(0, str(Path(__file__).parent))
-from e2e_helpers import edit, inline_params, open_doc, stats, wait_engine_ready  # noqa: E402
+from tests.helpers.pygls_session import edit, inline_params, open_doc, stats, wait_engine_ready
 
 URI = "file:///work/example.py"
 PY = "import os\n\n\ndef read_config(path):\n    with open(path) as f:\n        return f.read()\n\n\ndef main():\n    "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EDITORS, SERVER_CMD, require_tool, which
+from tests.helpers.editor_tools import EDITORS, SERVER_CMD, require_tool, which
 
 INIT = EDITORS / "nvim" / "tests" / "minimal_init.lua"
 

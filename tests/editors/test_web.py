@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
-from conftest import EDITORS, require_tool, which
+from tests.helpers.editor_tools import EDITORS, require_tool, which
 
 WEB = EDITORS / "web"
 

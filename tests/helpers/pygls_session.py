@@ -1,13 +1,12 @@
-"""Helpers the end-to-end tests share (imported by path: tests run with --import-mode=importlib)."""
+"""Helpers for tests that drive the server through pytest-lsp's client (pygls, typed lsprotocol messages): a
+second, independent implementation of the protocol's client side checks the server's messages against the spec.
+The wait-for-ready loop is ``bench.lspclient.wait_ready``, shared with every other client."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-
 from lsprotocol import types
 
-SERVER_MODULE = "lsp.server"
+from bench.lspclient import wait_ready
 
 
 def init_params(engine_options: dict, encodings=None, **options) -> types.InitializeParams:
@@ -33,16 +32,8 @@ def _plain(obj):
     return obj
 
 
-async def wait_engine_ready(client, timeout: float = 120.0) -> dict:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while loop.time() < end:
-        s = await stats(client)
-        if s["engineReady"]:
-            return s
-        assert s["engineError"] is None, s["engineError"]
-        await asyncio.sleep(0.1)
-    raise AssertionError("engine did not become ready")
+async def wait_engine_ready(client, timeout: float = 300.0) -> dict:
+    return await wait_ready(lambda: stats(client), timeout)
 
 
 def open_doc(client, uri: str, text: str, language: str = "python", version: int = 1) -> None:
@@ -61,27 +52,3 @@ def inline_params(uri: str, line: int, character: int) -> types.InlineCompletion
     return types.InlineCompletionParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=character),
         context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic))
-
-
-# --- raw LSP framing (stdio / TCP) ---
-def frame(msg: dict) -> bytes:
-    body = json.dumps(msg).encode()
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
-
-
-async def read_message(stdout) -> dict:
-    length = 0
-    while True:
-        line = await stdout.readline()
-        assert line, "server closed stdout"
-        if line.startswith(b"Content-Length:"):
-            length = int(line.split(b":")[1])
-        elif line == b"\r\n" and length:
-            return json.loads(await stdout.readexactly(length))
-
-
-async def response(stdout, msg_id) -> dict:
-    while True:
-        msg = await asyncio.wait_for(read_message(stdout), 60)
-        if msg.get("id") == msg_id and "method" not in msg:
-            return msg
