@@ -3,14 +3,10 @@
 ``completer-lsp [--stdio | --tcp HOST:PORT | --ws HOST:PORT] [--log-file F] [--log-level L]`` (HOST defaults to
 127.0.0.1). Settings come from ``initializationOptions`` (see :mod:`lsp.config`).
 
-Custom requests (for tests, benchmarks and editors):
-- ``completer/stats`` -> ``{"server": {requests_received, requests_cancelled, requests_superseded,
-  served_from_cache, engine_requests, engine_aborts, completions_served, empty_completions, errors,
-  last_latency_ms, last_engine_ms, inflight}, "engine": <Engine.counters()> | null, "engineReady": bool,
-  "engineError": str | null, "documents": int, "positionEncoding": str}``
-- ``completer/health`` -> ``{"ok": bool, "engineReady": bool, "engineError": str | null}``
-- ``completer/prompt`` ``{textDocument: {uri}, position}`` -> the prompt plan the engine would get there (prompt,
-  mode, stop, context, snippets, language, template, promptTokens, maxTokens, indent); no engine request
+Every handler is registered the same way (pygls' ``server.feature``), by the module of its feature:
+``session`` (initialize, didChangeConfiguration, shutdown), ``sync`` (didOpen, didChange, didClose), ``inline``
+(textDocument/inlineCompletion), ``completion`` (textDocument/completion) and ``custom`` (completer/stats,
+completer/health, completer/prompt). This module keeps the protocol's error answers and the per-connection ``exit``.
 
 Errors: malformed JSON -> -32700 (id null); a message that is not a JSON-RPC request -> -32600; unknown method ->
 -32601; params of the wrong shape, unknown documents, positions past the end of the document or inside a
@@ -31,26 +27,24 @@ import sys
 from typing import Any
 
 from lsprotocol import types
-from pygls.capabilities import ServerCapabilitiesBuilder
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
-from completer import pipeline
 from completer.engine import EngineError
 from completer.engine.supervisor import supervised
 
-from . import completion, inline, security, transports
+from . import completion, custom, inline, security, session, sync, transports
 from .config import ConfigError, ServerConfig
-from .documents import Change, DocumentError, DocumentStore, Snapshot
+from .documents import DocumentError, DocumentStore, Snapshot
 from .engine_host import EngineHost, EngineUnavailable
-from .lifecycle import Completion, Lifecycle, source
+from .custom import REQUEST_FAILED
+from .lifecycle import Completion, Lifecycle
 
 log = logging.getLogger("completer.lsp")
 
 VERSION = "0.1.0"
-REQUEST_FAILED = -32803
 
 
 class _Malformed:
@@ -110,19 +104,23 @@ class CompleterProtocol(LanguageServerProtocol):
             return
         hook()
 
-    # Document sync goes to our DocumentStore (positions in the negotiated encoding, versions checked,
-    # all-or-nothing edits) instead of pygls' workspace.
+    # pygls keeps its own copy of every document (its workspace) before running the feature registered for these
+    # notifications; ours is the DocumentStore (lsp/sync.py), so the copy is skipped and only the feature runs.
+    def _feature_only(self, method: str, params):
+        if (handler := self.fm.features.get(method)) is not None:
+            yield handler, (params,), None
+
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
     def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):
-        self._server.did_open(params)
+        yield from self._feature_only(types.TEXT_DOCUMENT_DID_OPEN, params)
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
-        self._server.did_change(params)
+        yield from self._feature_only(types.TEXT_DOCUMENT_DID_CHANGE, params)
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
     def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams):
-        self._server.did_close(params)
+        yield from self._feature_only(types.TEXT_DOCUMENT_DID_CLOSE, params)
 
 
 class CompleterServer(LanguageServer):
@@ -154,35 +152,6 @@ class CompleterServer(LanguageServer):
             log.exception("could not send showMessage")
 
     # --- documents ----------------------------------------------------------------------------------------
-    def did_open(self, p: types.DidOpenTextDocumentParams) -> None:
-        d = p.text_document
-        try:
-            if d.uri in self.documents:
-                self.lifecycle.document_changed(d.uri)
-            self.documents.open(d.uri, d.text, d.version, d.language_id)
-        except DocumentError as e:
-            self.notify_user(str(e))
-
-    def did_change(self, p: types.DidChangeTextDocumentParams) -> None:
-        uri = p.text_document.uri
-        changes = []
-        for c in p.content_changes:
-            r = getattr(c, "range", None)
-            changes.append(Change(c.text, None if r is None else
-                                  ((r.start.line, r.start.character), (r.end.line, r.end.character))))
-        self.lifecycle.document_changed(uri)
-        try:
-            self.documents.change(uri, p.text_document.version, changes)
-        except DocumentError as e:
-            self.notify_user(str(e))
-
-    def did_close(self, p: types.DidCloseTextDocumentParams) -> None:
-        self.lifecycle.document_closed(p.text_document.uri)
-        try:
-            self.documents.close(p.text_document.uri)
-        except DocumentError as e:
-            self.notify_user(str(e), types.MessageType.Warning)
-
     def locate(self, uri: str, position: types.Position) -> tuple[Snapshot, int]:
         """The document's current snapshot and the offset of ``position``; JSON-RPC -32602 when invalid."""
         try:
@@ -241,77 +210,12 @@ def build_server(engine_host: EngineHost | None = None, policy: security.Policy 
     """The server for one connection; ``policy`` defaults to ``security.Policy()`` (in-process use and tests)."""
     server = CompleterServer(engine_host, policy)
 
-    @server.feature(types.INITIALIZE)
-    def initialize(ls: CompleterServer, params: types.InitializeParams) -> None:
-        try:
-            config = ServerConfig.from_options(params.initialization_options)
-        except ConfigError as e:
-            raise JsonRpcInvalidParams(f"bad initializationOptions: {e}") from None
-        try:
-            security.check_models(config.engine, ls.policy)
-        except security.SecurityError as e:
-            raise JsonRpcInvalidParams(f"bad initializationOptions: engine: {e}") from None
-        ls.config = config
-        chosen = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)  # what pygls advertises
-        encoding = getattr(chosen, "value", chosen)
-        ls.documents = DocumentStore(encoding, config.max_document_chars)
-        ls.engine_host.start(config.engine)
-
-    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    def did_change_configuration(ls: CompleterServer, params: types.DidChangeConfigurationParams) -> None:
-        try:
-            ls.apply_settings(params.settings, "settings")
-        except ConfigError as e:
-            ls.notify_user(f"settings not applied: {e}")
-
-    @server.feature(types.SHUTDOWN)
-    async def shutdown(ls: CompleterServer, params: None) -> None:
-        ls.lifecycle.cancel_all()
-        if ls.exit_hook is None:   # stdio: the only client; TCP/ws connections share the engine with others
-            await ls.engine_host.close()
-
-    @server.feature("completer/stats")
-    def stats(ls: CompleterServer, params: Any) -> dict:
-        return ls.stats()
-
-    @server.feature("completer/prompt")
-    async def prompt(ls: CompleterServer, params: Any) -> dict:
-        """The prompt plan the engine would get at a position (no engine request): for tests and debugging."""
-        try:
-            uri = _field(_field(params, "textDocument"), "uri")
-            pos = _field(params, "position")
-            position = types.Position(line=int(_field(pos, "line")), character=int(_field(pos, "character")))
-        except (KeyError, AttributeError, TypeError, ValueError) as e:
-            raise JsonRpcInvalidParams(f"completer/prompt needs textDocument.uri and position: {e}") from None
-        snap, offset = ls.locate(uri, position)
-        try:
-            engine = await ls.engine_host.get(ls.config.engine_start_timeout_s)
-        except EngineUnavailable as e:
-            raise JsonRpcException(str(e), code=REQUEST_FAILED) from None
-        try:
-            plan = pipeline.plan(source(snap), offset, engine, ls.config.settings(),
-                                 [source(o) for o in ls.other_documents(uri)], ls.documents.trees)
-        except ValueError as e:
-            raise JsonRpcException(f"completer/prompt failed: {e}", code=REQUEST_FAILED) from None
-        return {"prompt": plan.prompt, "mode": plan.mode, "stop": list(plan.stop), "context": plan.context,
-                "snippets": list(plan.snippets), "language": plan.language, "template": plan.template,
-                "promptTokens": plan.prompt_tokens, "maxTokens": plan.max_tokens, "indent": plan.indent}
-
-    @server.feature("completer/health")
-    def health(ls: CompleterServer, params: Any) -> dict:
-        return {"ok": ls.engine_host.error is None, "engineReady": ls.engine_host.ready,
-                "engineError": ls.engine_host.error}
-
+    session.register(server)
+    sync.register(server)
+    custom.register(server)
     inline.register(server)
     completion.register(server)
     return server
-
-
-def _field(obj: Any, name: str) -> Any:
-    """A field of custom-request params (pygls passes them as namespace objects, or dicts)."""
-    if isinstance(obj, dict):
-        return obj[name]
-    return getattr(obj, name)
 
 
 # --- command line -------------------------------------------------------------------------------------------
