@@ -35,7 +35,7 @@ from pygls.protocol.language_server import lsp_method
 from completer.engine import EngineError
 from completer.engine.supervisor import supervised
 
-from . import completion, custom, inline, security, session, sync, transports
+from . import completion, custom, inline, metrics, security, session, sync, transports
 from .config import ConfigError, ServerConfig
 from .documents import DocumentError, DocumentStore, Snapshot
 from .engine_host import EngineHost, EngineUnavailable
@@ -242,6 +242,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--log-level", default="WARNING",
                     choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
     security.add_arguments(ap)
+    metrics.add_arguments(ap)
     ap.add_argument("--fault-after-steps", type=int, default=None, metavar="N",
                     help="testing only: the first engine fails inside its model step from step N on (the supervisor "
                          "then errors the requests in flight and restarts it)")
@@ -257,6 +258,11 @@ def main(argv: list[str] | None = None) -> None:
     policy = security.Policy.from_args(args, transport)
     # restarts a failed engine (completer.engine.supervisor); --fault-after-steps is its test hook
     host = EngineHost(supervised(fault_after_steps=args.fault_after_steps))
+    try:
+        metrics.start(args, host, policy, transport)    # --metrics: Prometheus /metrics in a thread (lsp/metrics.py)
+    except (ValueError, OSError) as e:
+        print(f"completer-lsp: {e}", file=sys.stderr)
+        sys.exit(2)
     try:
         if args.tcp or args.ws:
             bind, port = args.tcp or args.ws
