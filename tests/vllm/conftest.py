@@ -5,17 +5,15 @@ Here and in CI (no vLLM, no GPU) the GPU tests skip with the reason; the CPU uni
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 
 from completer.engine import EngineConfig
-
-HOUSE = Path(__file__).resolve().parents[2] / "completer" / "models" / "house"
+from tests.helpers.tiny_models import house_missing
 
 
 def vllm_installed() -> bool:
-    """A real vLLM, not the namespace package ``bench/vllm`` becomes when ``bench/`` is on sys.path."""
+    """A real vLLM, not a namespace package of the same name (a folder ``vllm`` on sys.path)."""
     spec = importlib.util.find_spec("vllm")
     return spec is not None and spec.origin is not None
 
@@ -27,9 +25,9 @@ def gpu_skip_reason() -> str | None:
 
     if not torch.cuda.is_available():
         return "no CUDA GPU"
-    missing = [n for n in ("target", "draft") if not (HOUSE / n / "model.safetensors").is_file()]
+    missing = house_missing()
     if missing:
-        return f"house model(s) {missing} not shipped yet"
+        return f"house pair incomplete: {missing}"
     return None
 
 

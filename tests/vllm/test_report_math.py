@@ -1,27 +1,8 @@
 """The formula behind the vLLM report (Leviathan et al.) and the counter arithmetic of the benchmarks (CPU)."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "vllm"
-
-
-def load(name):
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location(f"vllm_bench_{name}", BENCH / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(BENCH))
-
-
-report = load("report")
-common = load("common")
+from bench.vllm import common, dummy, report
 
 
 @pytest.mark.parametrize("alpha,k", [(0.0, 4), (0.5, 2), (0.8, 4), (0.95, 8)])
@@ -53,6 +34,5 @@ def test_counters_delta_per_position():
 
 
 def test_dummy_shapes_have_the_published_sizes():
-    dummy = load("dummy")
     assert dummy.params(dummy.SHAPES["target-7b"]) / 1e9 == pytest.approx(7.62, abs=0.01)
     assert dummy.params(dummy.SHAPES["draft-0.5b"]) / 1e9 == pytest.approx(0.494, abs=0.01)
