@@ -126,6 +126,19 @@ class Engine(Protocol):
         ...
 
 
+def open_model(spec: str):
+    """(folder, tokenizer) of model ``spec`` ("house:<name>", a folder, a hub id) for any backend, or an
+    :class:`EngineError` that says what is missing."""
+    from ..models import resolve_model
+    from ..models.tokenizer import load_tokenizer
+
+    try:
+        folder = resolve_model(spec)
+        return folder, load_tokenizer(folder)
+    except FileNotFoundError as e:
+        raise EngineError(str(e)) from e
+
+
 def check_prompt(ids: Sequence[int], *, n_vocab: int | None, positions: int | None, reserve: int = 1) -> None:
     """The one check of a tokenized prompt, for every backend: not empty, ids inside ``0..n_vocab-1``, and
     ``len(ids) + reserve`` (room for new tokens) within the model's ``positions``. Raises :class:`RequestError`.

@@ -25,7 +25,8 @@ from ..models.llama import KVCache, LlamaForCausalLM
 from ..models.tokenizer import load_tokenizer
 from ..prompt import ALL_END_TOKENS, template_for_model
 from ..speculative import DraftProposer, Sampling, decode_one, make_schedule, prefill, propose_ngram, speculative_step
-from .base import Chunk, Counters, EngineError, InjectedFault, Request, apply_stop, check_prompt, held_back
+from .base import (Chunk, Counters, EngineError, InjectedFault, Request, apply_stop, check_prompt, held_back,
+                   open_model)
 from .config import EngineConfig
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -79,14 +80,7 @@ class TorchEngine:
         self.config = config
         self.device = pick_device(config.device)
         self.dtype = pick_dtype(config.dtype, self.device)
-        try:
-            self.model_path = resolve_model(config.model)
-        except FileNotFoundError as e:
-            raise EngineError(str(e)) from e
-        try:
-            self.tokenizer = load_tokenizer(self.model_path)
-        except FileNotFoundError as e:
-            raise EngineError(str(e)) from e
+        self.model_path, self.tokenizer = open_model(config.model)
         self.target = LlamaForCausalLM.from_pretrained(self.model_path, self.device, self.dtype)
         vocab = self.tokenizer.get_vocab_size(with_added_tokens=True)
         self.n_vocab = min(vocab, self.target.config.vocab_size)

@@ -23,9 +23,8 @@ from typing import Any, AsyncIterator
 
 from .. import healing
 from ..models import resolve_model
-from ..models.tokenizer import load_tokenizer
 from ..prompt import template_for_model
-from .base import Chunk, Counters, EngineError, Request, apply_stop, check_prompt
+from .base import Chunk, Counters, EngineError, Request, apply_stop, check_prompt, open_model
 from .config import EngineConfig
 
 log = logging.getLogger(__name__)
@@ -132,13 +131,9 @@ class VLLMEngine:
         except ImportError as e:
             raise EngineError(f"backend 'vllm' needs vLLM (pip install 'completer[vllm]'; a CUDA GPU): {e}") from e
         self.config = config
+        self.model_path, self.tokenizer = open_model(config.model)
         try:
-            self.model_path = resolve_model(config.model)
             self.draft_path = resolve_model(config.draft) if config.speculation == "draft" else None
-        except FileNotFoundError as e:
-            raise EngineError(str(e)) from e
-        try:
-            self.tokenizer = load_tokenizer(self.model_path)
         except FileNotFoundError as e:
             raise EngineError(str(e)) from e
         try:
