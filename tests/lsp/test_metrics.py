@@ -1,0 +1,123 @@
+"""``completer-lsp --tcp ... --metrics HOST:PORT``: a real server, real completions over TCP, then a scrape of
+``/metrics`` that must show every metric lsp/README.md lists with a plausible value; the example Grafana dashboard
+is valid JSON whose panels use only metrics the server exports."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.lspclient import Server, inline_params
+from lsp.metrics import OUTCOMES
+
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD = ROOT / "lsp" / "grafana" / "completer-dashboard.json"
+GPU_ONLY = {"completer_gpu_memory_allocated_bytes", "completer_gpu_memory_reserved_bytes"}
+METRICS_LINE = re.compile(r"metrics on http://([\d.]+):(\d+)/metrics")
+
+
+def scrape(url: str) -> dict[str, list]:
+    """{sample name: [(labels, value), ...]} of one scrape."""
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    out: dict[str, list] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value))
+    return out
+
+
+def value(samples, name, **labels) -> float:
+    return sum(v for lab, v in samples[name] if all(lab.get(k) == x for k, x in labels.items()))
+
+
+async def _metrics_url(server: Server, timeout: float = 60) -> str:
+    for _ in range(int(timeout / 0.05)):
+        m = METRICS_LINE.search(server.log_text())
+        if m:
+            return f"http://{m.group(1)}:{m.group(2)}/metrics"
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"no metrics address in the server log:\n{server.log_text()[-2000:]}")
+
+
+@pytest.fixture
+def speculative_options(tiny_pair) -> dict:
+    return {"model": str(tiny_pair[0]), "draft": str(tiny_pair[1]), "speculation": "draft",
+            "num_speculative_tokens": 3, "device": "cpu"}
+
+
+async def test_metrics_after_real_completions(speculative_options, tmp_path):
+    server = Server("tcp", args=("--metrics", "127.0.0.1:0", "--allow-client-models"), log_path=tmp_path / "tcp.log")
+    try:
+        c = await server.start()
+        url = await _metrics_url(server)
+        assert "result" in await c.initialize(speculative_options, maxTokens=12, debounceMs=0)
+        await c.wait_ready()
+        uri = "file:///m.py"
+        await c.open_document(uri, "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    ")
+        for _ in range(3):
+            res = await c.ask("textDocument/inlineCompletion", inline_params(uri, 4, 4), timeout=300)
+            assert "result" in res, res
+        # a request superseded by the next keystroke: cancelled, its tokens wasted
+        first = asyncio.ensure_future(c.ask("textDocument/inlineCompletion", inline_params(uri, 4, 4), timeout=300))
+        await asyncio.sleep(0.05)
+        await c.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [
+            {"text": "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    r"}]})
+        await c.ask("textDocument/inlineCompletion", inline_params(uri, 4, 5), timeout=300)
+        await first
+        stats = await c.call("completer/stats", {})
+        m = scrape(url)
+    finally:
+        await server.stop()
+
+    for outcome in OUTCOMES:                                   # every outcome exported, even at 0
+        assert any(lab.get("outcome") == outcome for lab, _ in m["completer_requests_total"])
+    answered = sum(value(m, "completer_requests_total", outcome=o) for o in ("served", "empty", "cache", "reused"))
+    assert answered >= 4 and value(m, "completer_requests_total", outcome="error") == 0
+    assert value(m, "completer_request_latency_seconds_count") == answered
+    assert 0 < value(m, "completer_request_latency_seconds_sum") < 300 * answered
+    n_ttft = value(m, "completer_time_to_first_token_seconds_count")
+    assert n_ttft >= 1 and 0 < value(m, "completer_time_to_first_token_seconds_sum") / n_ttft < 60
+    assert value(m, "completer_time_per_output_token_seconds_count") >= 1
+    assert value(m, "completer_engine_generated_tokens_total") >= 4
+    assert value(m, "completer_engine_prompt_tokens_total") > 0
+    assert "completer_engine_wasted_tokens_total" in m and "completer_engine_cached_prompt_tokens_total" in m
+    proposed = value(m, "completer_engine_draft_tokens_by_position_total", position="0")
+    accepted = value(m, "completer_engine_accepted_tokens_by_position_total", position="0")
+    assert proposed >= 1 and 0 <= accepted <= proposed
+    assert value(m, "completer_engine_draft_tokens_total") >= proposed
+    assert value(m, "completer_engine_requests_total", state="started") >= 1
+    assert value(m, "completer_engine_queue_depth") == 0           # nothing in flight after the last answer
+    assert value(m, "completer_engine_up") == 1
+    assert value(m, "completer_engine_restarts_total") == 0 and "completer_engine_failures_total" in m
+    assert {lab["reason"] for lab, _ in m["completer_engine_requests_refused_total"]} == {"limit", "overload"}
+    assert value(m, "completer_connections_refused_total") == 0
+    # the same TTFT/TPOT in completer/stats
+    assert stats["server"]["last_ttft_ms"] > 0
+    assert stats["server"]["last_tpot_ms"] is None or stats["server"]["last_tpot_ms"] > 0
+
+    # the dashboard loads and only uses metrics that exist
+    dash = json.loads(DASHBOARD.read_text())
+    exported = {re.sub(r"_(bucket|sum|count|created)$", "", n) for n in m} | set(m) | GPU_ONLY
+    ids = [p["id"] for p in dash["panels"]]
+    assert dash["title"] and len(ids) == len(set(ids)) >= 8
+    for p in dash["panels"]:
+        assert p["type"] and p["title"] and set(p["gridPos"]) == {"x", "y", "w", "h"} and p["targets"]
+        for t in p["targets"]:
+            names = set(re.findall(r"\bcompleter_\w+", t["expr"]))
+            assert names, t
+            for name in names:
+                assert name in exported or re.sub(r"_bucket$", "", name) in exported, (p["title"], name)
+
+
+def test_metrics_needs_a_network_transport():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "lsp.server", "--metrics", "127.0.0.1:0"], capture_output=True,
+                       text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and "--metrics" in r.stderr
