@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from completer.prompt import END_TOKENS
+from completer.prompt import ALL_END_TOKENS, END_TOKENS
 
 from .context import Context
 
 
 def cut_at_end_token(text: str, ctx: Context) -> str:
     """End-of-text / file-separator tokens the model family emits end the completion (the engine may have been
-    asked to stop on EOS only)."""
-    for end in END_TOKENS.get(ctx.template, ()) + ("<|endoftext|>",):
+    asked to stop on EOS only); a template without a list of its own is cut at every family's."""
+    for end in END_TOKENS.get(ctx.template, ALL_END_TOKENS):
         cut = text.find(end)
         if cut >= 0:
             text = text[:cut]
