@@ -55,18 +55,6 @@ def merge(a: dict, b: dict) -> dict:
     return out
 
 
-async def wait_ready(client: Client, timeout: float = 300.0) -> dict:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        s = await client.call("completer/stats", {})
-        if s.get("engineReady"):
-            return s
-        if s.get("engineError"):
-            raise RuntimeError(f"engine failed to start: {s['engineError']}")
-        await asyncio.sleep(0.2)
-    raise RuntimeError("engine not ready in time")
-
-
 class Replayer:
     """Replays one trace on an initialized connection; collects one record per edit the client sent."""
 
@@ -218,7 +206,7 @@ async def run_config(name: str, options: dict, traces: list[tuple[str, tr.Trace]
                              "textDocument": {"inlineCompletion": {}}}}, timeout=120)
         await client.notify("initialized", {})
         t_ready = time.perf_counter()
-        before = await wait_ready(client, args.ready_timeout)
+        before = await client.wait_ready(args.ready_timeout)
         ready_s = time.perf_counter() - t_ready
         cancel = options.get("cancelStaleRequests", True)
         rep = Replayer(client, cancel=cancel, speed=args.speed, tick=tick)
