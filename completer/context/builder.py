@@ -257,25 +257,32 @@ def _choose(cands: list[Candidate], budget: int, count, count_tokens, comment: s
     return chosen
 
 
-def _context_block(chosen: list[Candidate], this: str, comment: str) -> str:
+def _context_block(chosen: list[Candidate], this: str, comment: str, marker: bool = False) -> str:
     """The comment block, in a fixed order so it is the same from one keystroke to the next: other files by name,
-    then this file's imports, definitions and enclosing scopes (outermost first), each in document order."""
+    then this file's imports, definitions and enclosing scopes (outermost first), each in document order. With
+    ``marker`` this file's title line is written even without items: the file name and the comment syntax tell
+    the model the language (a Go file must not get Python)."""
     others_sec: dict[str, list[tuple[int, str]]] = {}
     own: dict[int, list[tuple[int, str]]] = {IMPORT: [], SIGNATURE: [], SCOPE: []}
     for c in chosen:
         (others_sec.setdefault(c.source, []) if c.source != this else own[c.priority]).append((c.item.line, c.line))
     sections = [(f"from {display_name(uri)}:", [l for _, l in sorted(v)]) for uri, v in sorted(others_sec.items())]
     lines = [l for prio in (IMPORT, SIGNATURE, SCOPE) for _, l in sorted(own[prio])]
-    sections.append((f"{display_name(this)}:", [sub for l in lines for sub in l.split("\n")]))
-    return _render(sections, comment)
+    own_lines = [sub for l in lines for sub in l.split("\n")]
+    block = _render(sections + [(f"{display_name(this)}:", own_lines)], comment)
+    if marker and not own_lines:
+        block += f"{comment} {display_name(this)}:\n"
+    return block
 
 
-def _shrink_to_budget(chosen: list[Candidate], budget: int, count, this: str, comment: str):
+def _shrink_to_budget(chosen: list[Candidate], budget: int, count, this: str, comment: str, marker: bool):
     """(chosen, block) with the lowest-priority items dropped until the rendered block fits (the per-line estimates
-    can be low: token counts are not additive)."""
-    context = _context_block(chosen, this, comment)
+    can be low: token counts are not additive); the language marker only where it fits too."""
+    context = _context_block(chosen, this, comment, marker)
     while chosen and count(context) > budget:
         chosen = chosen[:-1]
+        context = _context_block(chosen, this, comment, marker)
+    if count(context) > budget:
         context = _context_block(chosen, this, comment)
     return chosen, context
 
@@ -297,18 +304,31 @@ def _fit_prompt(before: str, suffix: str, context: str, template: str, start: in
     return prompt, prefix
 
 
+# block mode in a brace language: a definition starting on the header's level is past the block
+NEXT_DEFINITION = {"go": ("func ", "type "), "javascript": ("function ", "class ", "export "),
+                   "typescript": ("function ", "class ", "export ", "interface "),
+                   "tsx": ("function ", "class ", "export ", "interface "), "rust": ("fn ", "pub ", "impl ")}
+# ...and another language's comment at the start of a body line is not code of this one (postprocess cuts it too;
+# stopping there saves the tokens)
+FOREIGN_COMMENTS = {"go": ('"""', "# "), "javascript": ('"""', "# "), "typescript": ('"""', "# "),
+                    "tsx": ('"""', "# "), "rust": ('"""', "# "), "c": ('"""',), "cpp": ('"""',)}
+
+
 def _stops(mode, language: str, template: str, max_tokens: int) -> tuple[tuple[str, ...], int]:
     """(stop strings, new-token budget) for the mode: line mode ends at the newline; block mode at two blank
-    lines, at the next definition on the header's level (indented languages) or at the closing brace the editor
-    already has."""
+    lines, at the next definition on the header's level, at the closing brace the editor already has, or at a
+    line that starts in another language's comment syntax."""
     ends = END_TOKENS.get(template, ())
     if mode.mode == "line":
         return ("\n",) + ends, max(1, min(int(max_tokens), LINE_MODE_MAX_TOKENS))
     stop = ("\n\n\n",) + ends
     if language in INDENTED:
         stop += tuple(f"\n{mode.outer}{kw}" for kw in ("def ", "class ", "@"))
-    elif language != "text" and mode.block_closed:
-        stop += (f"\n{mode.outer}}}",)
+    elif language != "text":
+        if mode.block_closed:
+            stop += (f"\n{mode.outer}}}",)
+        stop += tuple(f"\n{mode.outer}{kw}" for kw in NEXT_DEFINITION.get(language, ()))
+        stop += tuple(f"\n{mode.indent}{c}" for c in FOREIGN_COMMENTS.get(language, ()))
     return stop, max(1, int(max_tokens))
 
 
@@ -340,7 +360,8 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
     if ol is not None and ctx_budget > 0:
         chosen = _choose(_candidates(ol, doc, others, language, near_line), ctx_budget, count, count_tokens,
                          comment)
-    chosen, context = _shrink_to_budget(chosen, ctx_budget, count, this, comment)
+    marker = language != "text"
+    chosen, context = _shrink_to_budget(chosen, ctx_budget, count, this, comment, marker)
     # what the context leaves goes back to the prefix; items the longer prefix shows are dropped from the context
     prefix_budget = max(near_budget, budget - suffix_tokens - count(context))
     start = _prefix_window(before, prefix_budget, count, lines)
@@ -348,7 +369,7 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
     shown = [c for c in chosen if c.item.line >= start_line and c.source == this]
     if shown:
         chosen = [c for c in chosen if c not in shown]
-        context = _context_block(chosen, this, comment)
+        context = _context_block(chosen, this, comment, marker)
     prompt, prefix = _fit_prompt(before, suffix, context, template, start, prefix_budget, budget_tokens, count,
                                  lines)
     stop, new_tokens = _stops(mode, language, template, max_tokens)
