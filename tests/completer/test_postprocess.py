@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from completer.context import SourceFile, build_prompt
 from completer.postprocess import postprocess
-
-from tests.helpers.context_samples import at_cursor
+from tests.helpers.context_samples import plan_at
 
 CASES = [
     # (language_id, text with |, raw model output, ghost text)
@@ -44,13 +42,11 @@ CASES = [
 
 @pytest.mark.parametrize("language_id,src,raw,expected", CASES)
 def test_postprocess_table(language_id, src, raw, expected, count_tokens):
-    text, off = at_cursor(src)
-    plan = build_prompt(SourceFile("file:///m", language_id, text), off, count_tokens=count_tokens)
+    plan = plan_at(language_id, src, count_tokens)
     assert postprocess(raw, plan) == expected
 
 
 def test_postprocess_never_raises_on_junk(count_tokens):
-    text, off = at_cursor("def f(|):\n")
-    plan = build_prompt(SourceFile("file:///m.py", "python", text), off, count_tokens=count_tokens)
+    plan = plan_at("python", "def f(|):\n", count_tokens, "file:///m.py")
     for raw in ["", "\n\n", ")" * 50, "\ud800", "\t\t\n\t", "x" * 10000, None]:
         assert isinstance(postprocess(raw, plan), str)

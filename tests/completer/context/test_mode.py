@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from completer.context import SourceFile, build_prompt
-
-from tests.helpers.context_samples import at_cursor
+from tests.helpers.context_samples import plan_at
 
 CASES = [
     # (language_id, text with |, mode, indent)
@@ -38,8 +36,7 @@ CASES = [
 
 @pytest.mark.parametrize("language_id,src,mode,indent", CASES)
 def test_mode_table(language_id, src, mode, indent, count_tokens):
-    text, off = at_cursor(src)
-    plan = build_prompt(SourceFile("file:///m", language_id, text), off, count_tokens=count_tokens)
+    plan = plan_at(language_id, src, count_tokens)
     assert (plan.mode, plan.indent) == (mode, indent)
     if mode == "line":
         assert "\n" in plan.stop and plan.max_tokens <= 48
@@ -48,17 +45,12 @@ def test_mode_table(language_id, src, mode, indent, count_tokens):
 
 
 def test_block_stop_strings(count_tokens):
-    text, off = at_cursor("class A:\n    def f(self):|\n")
-    plan = build_prompt(SourceFile("file:///a.py", "python", text), off, count_tokens=count_tokens)
+    plan = plan_at("python", "class A:\n    def f(self):|\n", count_tokens, "file:///a.py")
     assert "\n    def " in plan.stop and "\n\n\n" in plan.stop
-    text, off = at_cursor("void f() {\n    if (x) {|}\n}\n")
-    plan = build_prompt(SourceFile("file:///a.c", "c", text), off, count_tokens=count_tokens)
+    plan = plan_at("c", "void f() {\n    if (x) {|}\n}\n", count_tokens, "file:///a.c")
     assert "\n    }" in plan.stop
 
 
 def test_block_closed_flag_follows_the_suffix(count_tokens):
-    closed, off = at_cursor("function f() {|\n}\n")
-    open_, off2 = at_cursor("function f() {|\n")
-    assert build_prompt(SourceFile("file:///a.js", "javascript", closed), off, count_tokens=count_tokens).block_closed
-    assert not build_prompt(SourceFile("file:///a.js", "javascript", open_), off2,
-                            count_tokens=count_tokens).block_closed
+    assert plan_at("javascript", "function f() {|\n}\n", count_tokens, "file:///a.js").block_closed
+    assert not plan_at("javascript", "function f() {|\n", count_tokens, "file:///a.js").block_closed
