@@ -143,6 +143,56 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + rotated * sin
 
 
+SMALL_STEP = 16          # steps of at most this many tokens (decode, verification) use the packed weights
+PACKINGS = ("fp16", "int8")
+
+
+class PackedLinear:
+    """One weight matrix prepared for steps of a few tokens, where streaming the weights from memory is the cost.
+
+    "fp16": weights stored in half precision, multiplied in float32 (FBGEMM): half the bytes of float32 and, for a
+    checkpoint saved in 16-bit (the house pair: bfloat16, all but ~0.01% of its values exactly representable),
+    the same products. "int8": int8 weights with one scale per output row, activations in bfloat16 (a quarter of
+    the bytes; changes the output slightly, so it is opt-in and its held-out quality is measured). Each row of the
+    input is computed independently, so a one-token decode and a (k+1)-token verification agree, which lossless
+    speculation relies on.
+    """
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, kind: str):
+        if kind not in PACKINGS:
+            raise ValueError(f"weight packing must be one of {PACKINGS}, got {kind!r}")
+        self.kind, self.out_features = kind, weight.shape[0]
+        w = weight.detach().float().contiguous()
+        b = None if bias is None else bias.detach().float().contiguous()
+        if kind == "fp16":
+            self._packed = torch.ops.quantized.linear_prepack_fp16(w, b)
+            self._op = torch.ops.quantized.linear_dynamic_fp16
+        else:
+            scale = w.abs().amax(dim=1).clamp(min=1e-12) / 127.0
+            self._w = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8).contiguous()
+            self._scale, self._bias = scale.to(torch.bfloat16), b
+            self._op = torch.ops.aten._weight_int8pack_mm
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kind == "fp16":
+            return self._op(x, self._packed)
+        y = self._op(x.reshape(-1, x.shape[-1]).to(torch.bfloat16), self._w, self._scale).float()
+        if self._bias is not None:
+            y += self._bias
+        return y.view(*x.shape[:-1], self.out_features)
+
+    @staticmethod
+    def available(kind: str) -> str | None:
+        """None when ``kind`` can run in this torch build, else the reason it cannot."""
+        if kind not in PACKINGS:
+            return f"unknown weight packing {kind!r}; known: {', '.join(PACKINGS)}"
+        if kind == "fp16" and "fbgemm" not in torch.backends.quantized.supported_engines:
+            return "fp16 weight packing needs torch's FBGEMM (an x86 CPU build)"
+        if kind == "int8" and not hasattr(torch.ops.aten, "_weight_int8pack_mm"):
+            return "int8 weight packing needs torch.ops.aten._weight_int8pack_mm (torch >= 2.3)"
+        return None
+
+
 class Attention(nn.Module):
     def __init__(self, c: ModelConfig):
         super().__init__()
@@ -153,6 +203,7 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(c.hidden_size, kv, bias=c.attention_bias)
         self.o_proj = nn.Linear(q, c.hidden_size, bias=False)
         self.fused: tuple[torch.Tensor, torch.Tensor | None] | None = None   # set by LlamaForCausalLM.fuse_
+        self.packed: tuple[PackedLinear, PackedLinear] | None = None         # qkv, o: set by LlamaForCausalLM.pack_
 
     def qkv(self, x: torch.Tensor) -> torch.Tensor:
         """x [B,T,h] -> q, k and v side by side [B,T,(H+2Hkv)*D]: one matmul with the stacked weights of ``fuse_``
@@ -168,7 +219,7 @@ class Attention(nn.Module):
         c = self.c
         B, T, _ = x.shape
         H, Hkv, D = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        qkv = self.qkv(x).view(B, T, H + 2 * Hkv, D)
+        qkv = (self.packed[0](x) if step.packed else self.qkv(x)).view(B, T, H + 2 * Hkv, D)
         qk = qkv[:, :, : H + Hkv]                                   # rotary on q and k in one go
         qk = torch.addcmul(qk * step.cos, qk.roll(D // 2, -1), step.sin)  # rotate-half: [x2,x1]*[-sin,sin]
         q, k, v = qk[:, :, :H], qk[:, :, H:], qkv[:, :, H + Hkv:]   # [B,T,heads,D]
@@ -198,6 +249,7 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
         self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
         self.fused: torch.Tensor | None = None                     # [gate; up], set by LlamaForCausalLM.fuse_
+        self.packed: tuple[PackedLinear, PackedLinear] | None = None   # gate_up, down: set by LlamaForCausalLM.pack_
 
     def gate_up(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x -> (gate, up) projections: one matmul when fused (see ``Attention.qkv``), else two."""
@@ -225,6 +277,10 @@ class DecoderLayer(nn.Module):
         attn, mlp, n1, n2 = self.self_attn, self.mlp, self.input_layernorm, self.post_attention_layernorm
         shape = x.shape
         y = attn.forward(F.rms_norm(x, shape[-1:], n1.weight, n1.eps), step, layer, cache)
+        if step.packed:
+            x = x + attn.packed[1](y)
+            g, u = mlp.packed[0](F.rms_norm(x, shape[-1:], n2.weight, n2.eps)).chunk(2, dim=-1)
+            return x + mlp.packed[1](F.silu(g).mul_(u))
         x = torch.addmm(x.reshape(-1, shape[-1]), y.reshape(-1, y.shape[-1]), attn.o_proj.weight.t()).view(shape)
         g, u = mlp.gate_up(F.rms_norm(x, shape[-1:], n2.weight, n2.eps))
         act = F.silu(g).mul_(u)
@@ -238,6 +294,7 @@ class _Step:
     cos: torch.Tensor                 # [T,1,D]
     sin: torch.Tensor                 # [T,1,D], sign folded in for the rotate-half
     mask: torch.Tensor | None         # [rep*T, S] bool, after cached positions with T > 1; else None
+    packed: bool = False              # use the layers' PackedLinear weights (a step of few tokens, no autograd)
 
 
 class Backbone(nn.Module):  # Hugging Face's ``model.`` prefix
@@ -260,6 +317,7 @@ class LlamaForCausalLM(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.register_buffer("rope_sin_signed", signed_sin(sin), persistent=False)
+        self.packing: str | None = None                      # see pack_
 
     def init_weights(self, seed: int = 0) -> None:
         g = torch.Generator().manual_seed(seed)
@@ -283,7 +341,9 @@ class LlamaForCausalLM(nn.Module):
             cache.ensure(start + T)
         elif T > self.config.max_position_embeddings:
             raise ValueError(f"{T} tokens exceed the model's {self.config.max_position_embeddings} positions")
-        step = _Step(start, self.rope_cos[start:start + T, None], self.rope_sin_signed[start:start + T, None], None)
+        packed = self.packing is not None and B * T <= SMALL_STEP and not torch.is_grad_enabled()
+        step = _Step(start, self.rope_cos[start:start + T, None], self.rope_sin_signed[start:start + T, None], None,
+                     packed)
         if start and T > 1:   # query i sits at absolute position start+i and sees keys 0..start+i
             c = self.config
             pos = torch.arange(start + T, device=input_ids.device)
@@ -295,12 +355,35 @@ class LlamaForCausalLM(nn.Module):
         if last_only:
             x = x[:, -1:]
         norm = self.model.norm
-        logits = F.linear(F.rms_norm(x, x.shape[-1:], norm.weight, norm.eps), self.lm_head.weight)  # [B,T,V]
+        x = F.rms_norm(x, x.shape[-1:], norm.weight, norm.eps)
+        logits = self._packed_head(x) if packed else F.linear(x, self.lm_head.weight)                 # [B,T,V]
         if cache is not None:
             cache.length = start + T
             if B == 1:
                 cache.tokens.extend(input_ids[0].tolist())
         return logits
+
+    def pack_(self, kind: str | None) -> "LlamaForCausalLM":
+        """Prepare ``PackedLinear`` copies of every matmul weight for steps of at most SMALL_STEP tokens (decode and
+        speculative verification read every weight once per token, so their bytes are the cost); prompts keep the
+        float32 matmuls, which are faster at many tokens. ``None`` drops the copies. Needs ``fuse_`` first."""
+        if kind is None:
+            self.packing = None
+            for layer in self.model.layers:
+                layer.self_attn.packed = layer.mlp.packed = None
+            return self
+        reason = PackedLinear.available(kind)
+        if reason:
+            raise ValueError(reason)
+        if self.model.layers[0].self_attn.fused is None:
+            raise ValueError("pack_ needs fuse_ first")
+        for layer in self.model.layers:
+            a, m = layer.self_attn, layer.mlp
+            a.packed = (PackedLinear(*a.fused, kind), PackedLinear(a.o_proj.weight, None, kind))
+            m.packed = (PackedLinear(m.fused, None, kind), PackedLinear(m.down_proj.weight, None, kind))
+        self._packed_head = PackedLinear(self.lm_head.weight, None, kind)
+        self.packing = kind
+        return self
 
     def fuse_(self) -> "LlamaForCausalLM":
         """Stack each layer's q/k/v and gate/up weights into one tensor and make the parameters views of it.

@@ -135,3 +135,31 @@ def test_unfused_model_gives_the_same_logits(model):
     cache_a, cache_b = model.new_cache(), plain.new_cache()
     torch.testing.assert_close(plain(ids, cache_b), model(ids, cache_a), **TOL)
     torch.testing.assert_close(plain(ids[:, :3], cache_b), model(ids[:, :3], cache_a), **TOL)
+
+
+@pytest.mark.parametrize("kind,tol", [("fp16", 1e-3), ("int8", 0.15)])
+@torch.inference_mode()
+def test_packed_weights_for_small_steps(model, kind, tol):
+    """Decode and verification steps on packed weights stay close to float32 (fp16: only the weights' rounding;
+    int8: quantisation), and a verification block gives what one-token steps give (lossless speculation)."""
+    from completer.models.llama import PackedLinear
+    if PackedLinear.available(kind):
+        pytest.skip(PackedLinear.available(kind))
+    ids = torch.randint(0, 97, (1, 40), generator=torch.Generator().manual_seed(5))
+    ref = reference_logits(model, ids)[0, 30:]
+    model.pack_(kind)
+    try:
+        cache = model.new_cache()
+        model(ids[:, :30], cache)                       # a prompt: float32 matmuls
+        block = model(ids[:, 30:35], cache)[0]          # verification: packed
+        cache.truncate(30)
+        steps = torch.cat([model(ids[:, i:i + 1], cache)[0] for i in range(30, 40)])
+    finally:
+        model.pack_(None)
+    torch.testing.assert_close(steps, ref, atol=tol, rtol=0)
+    torch.testing.assert_close(block, steps[:5], atol=1e-4, rtol=1e-4)
+
+
+def test_unknown_packing_is_a_clear_error(model):
+    with pytest.raises(ValueError, match="packing must be one of|unknown weight packing"):
+        model.pack_("int3")
