@@ -23,19 +23,50 @@ _FOREIGN = {
 }
 
 
+# Python statements in a brace language: a block header ending in ":" (C's "case x:" / "default:" and C++'s
+# "public:" are not in the list), "from x import y"
+_PY_STATEMENT = re.compile(r"^\s*((def|class|if|elif|else|for|while|try|except|finally|with)\b[^{};]*:\s*$"
+                           r"|from\s+[\w.]+\s+import\b)")
+# a "#" comment after code, where "#" does not start a private name (JS), an attribute (Rust) or a directive (C)
+_INLINE_HASH = re.compile(r"(?<=\s)#(?=\s|$)")
+_HASH_IS_FOREIGN = {"go", "javascript", "typescript", "tsx", "rust"}
+
+
 def foreign_line(line: str, language: str) -> bool:
-    """Whether ``line`` starts like a comment or docstring of another language than ``language``."""
+    """Whether ``line`` starts like a comment, docstring or statement of another language than ``language``."""
     pattern = _FOREIGN.get(language)
-    return bool(pattern and pattern.match(line))
+    if pattern is None:
+        return False
+    return bool(pattern.match(line) or (language != "python" and _PY_STATEMENT.match(line)))
+
+
+def _outside_strings(line: str, index: int) -> bool:
+    """Whether ``index`` of ``line`` is outside string literals (quotes counted from the line start)."""
+    quote, esc = "", False
+    for ch in line[:index]:
+        if esc:
+            esc = False
+        elif ch == "\\":
+            esc = True
+        elif quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'`":
+            quote = ch
+    return not quote
 
 
 def cut_foreign_lines(text: str, ctx: Context) -> str:
-    """Cut the completion at its first line that starts in another language's comment syntax (the first line
-    only counts when the cursor's line has nothing but indentation before it)."""
+    """Cut the completion at its first line that starts in another language's comment syntax or is a Python
+    statement in a brace language (the first line only counts when the cursor's line has nothing but indentation
+    before it), and at a "#" comment after code in languages without them."""
     lines = text.split("\n")
     for i, line in enumerate(lines):
-        if i == 0 and not ctx.on_blank_line:
-            continue
-        if foreign_line(line, ctx.language):
+        if (i > 0 or ctx.on_blank_line) and foreign_line(line, ctx.language):
             return "\n".join(lines[:i])
+        if ctx.language in _HASH_IS_FOREIGN:
+            before = ctx.line_before if i == 0 else ""
+            for m in _INLINE_HASH.finditer(before + line):
+                if m.start() >= len(before) and _outside_strings(before + line, m.start()):
+                    cut = m.start() - len(before)
+                    return "\n".join(lines[:i] + [line[:cut].rstrip()])
     return text

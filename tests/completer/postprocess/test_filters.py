@@ -109,8 +109,17 @@ TABLES = {
         ("\n    #[inline]\n    fn f() {}", Context(language="rust"), "\n    #[inline]\n    fn f() {}"),
         ("x = 1\n    // done", Context(line_before="    ", language="python"), "x = 1"),
         ("# comment", Context(line_before="    ", language="go"), ""),
-        ("a # b", Context(line_before="x := ", language="go"), "a # b"),
+        ("a # b", Context(line_before="x := ", language="go"), "a"),                   # Go has no "#" comments
         ('"""Doc."""', Context(line_before="    ", language="python"), '"""Doc."""'),
+        (" # ", Context(line_before="  const x =", language="typescript"), ""),        # a '#' comment after code
+        ("x; # note", Context(line_before="  const y = ", language="javascript"), "x;"),
+        ('"a # b";', Context(line_before="  const y = ", language="javascript"), '"a # b";'),   # in a string
+        ("\n  def _get(code):\n    return 1", Context(line_before="function f() {", mode="block",
+                                                      language="javascript"), ""),   # Python in JavaScript
+        ("if t.is_dir() == 'nt':\n\ttry:", Context(line_before="\t", mode="block", language="go"), ""),
+        ("\n    case 1:\n        return;", Context(line_before="switch (x) {", mode="block", language="c"),
+         "\n    case 1:\n        return;"),                            # a C label is C
+        ("\nfrom os import path", Context(language="rust"), ""),
     ],
     "drop_next_line_copy": [
         ("return y", Context(line_before="    ", suffix="\n    return y\n"), ""),
