@@ -61,7 +61,7 @@ async def complete(args) -> int:
     engine = create_engine(config)
     try:
         settings = Settings(template=args.template, budget_tokens=args.context_tokens, max_tokens=args.max_tokens,
-                            temperature=args.temperature, seed=args.seed)
+                            temperature=args.temperature, seed=args.seed, token_healing=args.token_healing)
         print(await pipeline.complete(SourceFile(path.resolve().as_uri(), "", text), offset, engine, settings,
                                       request_id="cli"))
         if args.stats:
@@ -95,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--context-tokens", type=int, default=1024, help="prompt budget in tokens")
     c.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     c.add_argument("--temperature", type=float, default=0.0)
+    c.add_argument("--no-token-healing", dest="token_healing", action="store_false",
+                   help="end the prompt exactly at the cursor (default: back it up to a token boundary and let the "
+                        "model re-type the rest, see completer/healing.py)")
     c.add_argument("--seed", type=int, default=None)
     c.add_argument("--stats", action="store_true", help="print the engine counters to stderr")
     sub.add_parser("train", help="train the house tokenizer and model pair (see completer.models.train)")
