@@ -1,6 +1,6 @@
 """Ghost-text quality on code the house models never saw: is the text right, and where it is wrong, why.
 
-    python -m bench.quality [--config NAME=JSON ...] [--per-kind 2] [--seed 0] [--max-tokens 48]
+    python -m bench.quality [--config NAME=JSON ...] [--per-kind 3] [--seed 0] [--max-tokens 48]
                             [--manifest bench/quality_manifest.json] [--out bench/results/quality-new]
 
 Eval set: the files in ``bench/quality_manifest.json``: Python from the house corpus's *held-out* split
@@ -272,8 +272,10 @@ async def run_config(name: str, engine_cfg: dict, positions: list[Position], arg
     from completer.context import SourceFile
     from completer.engine import EngineConfig, create_engine
 
+    engine_cfg = dict(engine_cfg)
+    pipe = engine_cfg.pop("settings", {})              # pipeline.Settings fields (e.g. a pipeline fix switched off)
     engine = create_engine(EngineConfig(**{"device": "cpu", **engine_cfg}))
-    settings = pipeline.Settings(max_tokens=args.max_tokens, budget_tokens=args.budget_tokens)
+    settings = pipeline.Settings(**{"max_tokens": args.max_tokens, "budget_tokens": args.budget_tokens, **pipe})
     variants = filter_variants()
     records = []
     try:
@@ -421,12 +423,17 @@ def plot(result: dict, path: Path) -> None:
         ax.set_title(f"{title} by language")
     axes[0].legend(fontsize=7)
     ax = axes[2]
-    bottom = [0] * len(names)
-    for kind in FAILURES:
-        vals = [s[n]["variants"]["all"]["failures"][kind] for n in names]
-        ax.bar(names, vals, bottom=bottom, label=kind)
-        bottom = [a + b for a, b in zip(bottom, vals)]
-    ax.set_title("failure kinds (all filters)")
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, v in enumerate(("none", "all")):
+        xs = [i + (k - 0.5) * 0.38 for i in range(len(names))]
+        bottom = [0] * len(names)
+        for j, kind in enumerate(FAILURES):
+            vals = [s[n]["variants"].get(v, s[n]["variants"]["all"])["failures"][kind] for n in names]
+            ax.bar(xs, vals, 0.36, bottom=bottom, color=colors[j % len(colors)], hatch="//" if v == "none" else None,
+                   alpha=0.55 if v == "none" else 1.0, label=kind if v == "all" else None)
+            bottom = [a + b for a, b in zip(bottom, vals)]
+    ax.set_xticks(range(len(names)), names, rotation=20, fontsize=7, ha="right")
+    ax.set_title("failure kinds: filters none (hatched) vs all")
     ax.set_ylabel("positions")
     ax.legend(fontsize=7)
     fig.suptitle(f"bench/quality.py: {len(result['positions'])} positions, {result['machine'].get('cpu', '')}")
@@ -448,11 +455,21 @@ def _config_arg(s: str) -> tuple[str, dict]:
 
 
 def default_configs() -> dict[str, dict]:
-    """house, house+draft, and SmolLM2 when the optional package is installed."""
+    """house, house+draft, SmolLM2 when the optional package is installed, and for each boolean switch of the
+    pipeline's Settings (a fix that changes the prompt or the engine request, e.g. token healing) house with it
+    flipped, so every fix is compared on and off in one run."""
+    from dataclasses import fields
+
     from completer.models.gguf import smollm2_path
+    from completer.pipeline import Settings
     cfgs = dict(DEFAULT_CONFIGS)
     if smollm2_path() is None:
         del cfgs["smollm2"]
+    for base in [n for n in ("house", "smollm2") if n in cfgs]:
+        for f in fields(Settings):
+            if isinstance(f.default, bool):
+                cfgs[f"{base} {'-' if f.default else '+'}{f.name}"] = {**DEFAULT_CONFIGS[base],
+                                                                       "settings": {f.name: not f.default}}
     return cfgs
 
 
@@ -509,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
                          " (smollm2 only when installed)")
     ap.add_argument("--manifest", type=Path, default=MANIFEST)
     ap.add_argument("--languages", nargs="*", help="only these languages of the manifest")
-    ap.add_argument("--per-kind", type=int, default=2, help="positions of each kind per file")
+    ap.add_argument("--per-kind", type=int, default=3, help="positions of each kind per file")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--budget-tokens", type=int, default=1024, help="prompt budget (pipeline Settings.budget_tokens)")
