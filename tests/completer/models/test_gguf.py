@@ -29,17 +29,19 @@ def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_gguf(model_dir, out, quant: dict[str, "gguf.GGMLQuantizationType"]):
-    """The tiny Llama checkpoint in ``model_dir`` as a GGUF file (quantised as ``quant`` says, by tensor part)."""
+def write_gguf(model_dir, out, quant: dict[str, "gguf.GGMLQuantizationType"], model=None, pre="gpt-2"):
+    """The tiny checkpoint in ``model_dir`` (or ``model`` with that folder's tokenizer) as a GGUF file, quantised as
+    ``quant`` says by tensor part; q/k rows permuted for Llama only, as llama.cpp's converter does."""
     Q = gguf.GGMLQuantizationType
-    model = LlamaForCausalLM.from_pretrained(model_dir)
+    model = model or LlamaForCausalLM.from_pretrained(model_dir)
     c = model.config
+    arch = c.model_type
     tokjson = json.loads((model_dir / "tokenizer.json").read_text())
     vocab = tokjson["model"]["vocab"]
     tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
     special = {t["content"] for t in tokjson["added_tokens"]}
     merges = [m if isinstance(m, str) else " ".join(m) for m in tokjson["model"]["merges"]]
-    w = gguf.GGUFWriter(str(out), "llama")
+    w = gguf.GGUFWriter(str(out), arch)
     w.add_name("tiny")
     w.add_block_count(c.num_hidden_layers)
     w.add_context_length(c.max_position_embeddings)
@@ -53,7 +55,7 @@ def write_gguf(model_dir, out, quant: dict[str, "gguf.GGMLQuantizationType"]):
     w.add_vocab_size(c.vocab_size)
     w.add_file_type(1)
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt-2")
+    w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)
     w.add_token_types([3 if t in special else 1 for t in tokens])
     w.add_token_merges(merges)
@@ -69,15 +71,17 @@ def write_gguf(model_dir, out, quant: dict[str, "gguf.GGMLQuantizationType"]):
         arr = t.detach().float().numpy().copy()
         if name.startswith("model.layers."):
             _, _, layer, rest = name.split(".", 3)
-            part = rest.rsplit(".", 1)[0]
-            gname = f"blk.{layer}.{parts[part]}.weight"
-            if part == "self_attn.q_proj":
+            part, kind = rest.rsplit(".", 1)
+            gname = f"blk.{layer}.{parts[part]}.{kind}"
+            if arch == "llama" and part == "self_attn.q_proj":
                 arr = _permute(arr, c.num_attention_heads)
-            elif part == "self_attn.k_proj":
+            elif arch == "llama" and part == "self_attn.k_proj":
                 arr = _permute(arr, c.num_key_value_heads)
         else:
             gname = names[name]
         qtype = quant.get(gname.split(".")[-2], Q.F32) if arr.ndim == 2 else Q.F32
+        if name == "lm_head.weight" and c.tie_word_embeddings:
+            continue
         if qtype == Q.F32:
             w.add_tensor(gname, arr)
         elif qtype == Q.F16:
@@ -124,6 +128,34 @@ def test_tiny_gguf_logits_and_tokens_match_transformers(tiny_gguf, tmp_path):
     assert ours.shape == theirs.shape
     torch.testing.assert_close(ours, theirs, atol=2e-4, rtol=1e-4)
     assert (ours.argmax(-1) == theirs.argmax(-1)).all()
+
+
+def test_qwen2_gguf_matches_transformers(tiny_pair, tmp_path):
+    """Qwen2 files (Qwen2.5-Coder, what Ollama users run for code): q/k/v biases, no row permutation, the qwen2
+    pre-tokenizer split, tied embeddings."""
+    from completer.models.llama import ModelConfig
+    Q = gguf.GGMLQuantizationType
+    cfg = ModelConfig(vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=256, model_type="qwen2", attention_bias=True,
+                      tie_word_embeddings=True, rope_theta=1_000_000.0)
+    model = LlamaForCausalLM(cfg)
+    model.init_weights(3)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                proj.bias.normal_(0, 0.5)
+        model.model.norm.weight.fill_(8.0)
+    path = write_gguf(tiny_pair[0], tmp_path / "qwen.gguf", {"attn_q": Q.Q8_0, "ffn_up": Q.Q4_1}, model=model,
+                      pre="qwen2")
+    folder = materialise(path, root=tmp_path / "cache")
+    assert json.loads((folder / "config.json").read_text())["model_type"] == "qwen2"
+    ours_tok = transformers.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"))
+    hf_tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file=path.name)
+    text = TEXT + "x = 12345 + 678\n"
+    ids = ours_tok(text)["input_ids"]
+    assert ids == hf_tok(text, add_special_tokens=False)["input_ids"] and ours_tok.decode(ids) == text
+    ours, theirs = _ours_logits(folder, ids), _hf_logits(tmp_path, path.name, ids)
+    torch.testing.assert_close(ours, theirs, atol=2e-4, rtol=1e-4)
 
 
 def test_quantised_weights_are_close_to_the_originals_and_q_k_are_unpermuted(tiny_pair, tiny_gguf):
