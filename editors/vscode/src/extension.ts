@@ -18,6 +18,10 @@ import {
 /** The client, with its own pop-ups turned into output-channel lines: the extension shows one message itself. */
 class CompleterClient extends LanguageClient {
   error(message: string, data?: unknown): void {
+    if (/^Server process exited with code 0\.$/.test(message)) {
+      this.info(message);   // a clean exit (restart, shutdown) is not an error
+      return;
+    }
     super.error(message, data, false);
   }
 }
@@ -108,7 +112,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const output = vscode.window.createOutputChannel('completer');
   const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
   status.command = 'completer.showStats';
-  status.text = '$(sync~spin) completer';
+  status.text = '$(sync~spin) completer: starting';
   status.show();
   context.subscriptions.push(output, status);
 
@@ -151,12 +155,36 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     });
   };
 
+  // The server answers initialize at once and loads the model in the background (seconds): the status bar says so,
+  // and a model that fails to load is one message naming the settings, not a silent absence of ghost text.
+  const waitForEngine = async (c: CompleterClient) => {
+    status.text = '$(sync~spin) completer: loading model';
+    for (;;) {
+      if (client !== c) return;   // restarted meanwhile
+      let health: { engineReady: boolean; engineError: string | null };
+      try {
+        health = await c.sendRequest('completer/health', {});
+      } catch {
+        return;   // stopped
+      }
+      if (health.engineError) {
+        fail(`${health.engineError} (settings completer.model / completer.draft / completer.device)`);
+        return;
+      }
+      if (health.engineReady) {
+        status.text = '$(sparkle) completer';
+        return;
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  };
+
   const start = async () => {
     try {
       settings = currentSettings();
       register(settings);
       client = await startClient(settings, output, fail);
-      status.text = '$(sparkle) completer';
+      void waitForEngine(client);
     } catch (e) {
       client = undefined;
       fail(e instanceof Error ? e.message : String(e));
