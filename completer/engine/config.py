@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 
 BACKENDS = ("torch", "vllm")
 SPECULATION = ("none", "draft", "ngram", "draft+ngram")
+TORCH_QUANTIZATION = (None, "none", "fp16", "int8")
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,15 @@ class EngineConfig:
     gpu_memory_utilization: float = 0.85      # vLLM only
     enforce_eager: bool = False               # vLLM only: False = CUDA graphs
     load_format: str = "auto"                 # vLLM only: "dummy" = random weights at real shapes
+    # embedded (torch) backend on a CPU:
+    threads: int = 0                          # most CPU threads a model step may use (0 = every core)
+    adaptive_threads: bool = True             # per phase (prompt / decode step) use 1 or `threads`, whichever
+                                              # measures faster while serving (completer/engine/threads.py)
+    quantization: str | None = None           # torch: None = float weights, with decode/verification steps
+                                              # reading them stored in fp16 on an x86 CPU (same products for a
+                                              # 16-bit checkpoint); "none" = plain float32 matmuls everywhere;
+                                              # "fp16"; "int8" = int8 weights per row for those steps (opt-in:
+                                              # changes the output slightly, quality in bench/results/peer)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -38,6 +48,11 @@ class EngineConfig:
             raise ValueError(f"speculation={self.speculation!r} needs a draft model")
         if not 1 <= self.ngram_min <= self.ngram_max:
             raise ValueError("need 1 <= ngram_min <= ngram_max")
+        if not isinstance(self.threads, int) or isinstance(self.threads, bool) or self.threads < 0:
+            raise ValueError(f"threads must be an integer >= 0 (0 = every core), got {self.threads!r}")
+        if self.backend == "torch" and self.quantization not in TORCH_QUANTIZATION:
+            raise ValueError(f"quantization {self.quantization!r} is not available in the torch backend; "
+                             f"choose one of {TORCH_QUANTIZATION}")
         if self.tensor_parallel_size < 1:
             raise ValueError("tensor_parallel_size must be >= 1")
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import json
+import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import AsyncIterator
@@ -21,13 +23,14 @@ import torch
 
 from .. import healing
 from ..models import resolve_model
-from ..models.llama import KVCache, LlamaForCausalLM
+from ..models.llama import SMALL_STEP, KVCache, LlamaForCausalLM, PackedLinear
 from ..models.tokenizer import load_tokenizer
 from ..prompt import ALL_END_TOKENS, template_for_model
-from ..speculative import DraftProposer, Sampling, decode_one, make_schedule, prefill, propose_ngram, speculative_step
+from ..speculative import DraftProposer, Sampling, common_prefix, decode_one, make_schedule, prefill, propose_ngram, speculative_step
 from .base import (Chunk, Counters, EngineError, InjectedFault, Request, apply_stop, check_prompt, held_back,
                    open_model)
 from .config import EngineConfig
+from .threads import ThreadChooser
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CACHE_KEYS = 8          # documents whose KV caches are kept for reuse (LRU)
@@ -97,6 +100,12 @@ class TorchEngine:
             self.draft = LlamaForCausalLM.from_pretrained(draft_path, self.device, self.dtype)
             self.n_vocab = min(self.n_vocab, self.draft.config.vocab_size)
             self.proposer = DraftProposer(self.draft, self.n_vocab)
+        self.packing = self._packing(config.quantization)
+        for model in (self.target, self.draft):
+            if model is not None and self.packing:
+                model.pack_(self.packing)
+        self.threads = (ThreadChooser(config.threads or os.cpu_count() or 1, config.adaptive_threads)
+                        if self.device.type == "cpu" else None)
         self.stop_ids = self._stop_ids()
         # test hook (supervisor.inject_step_fault): every model step after this many raises InjectedFault
         self.fault_after_steps: int | None = None
@@ -108,6 +117,28 @@ class TorchEngine:
         self._task: asyncio.Task | None = None
         self._wakeup: asyncio.Event | None = None
         self._closed = False
+
+    def _packing(self, quantization: str | None) -> str | None:
+        """The PackedLinear kind for decode/verification steps (see EngineConfig.quantization), or None."""
+        if quantization == "none" or self.device.type != "cpu" or self.dtype != torch.float32:
+            if quantization in ("fp16", "int8"):
+                raise EngineError(f"quantization={quantization!r} needs device cpu and dtype float32 in the torch "
+                                  f"backend (got {self.device.type}, {self.dtype})")
+            return None
+        kind = quantization or "fp16"
+        reason = PackedLinear.available(kind)
+        if reason and quantization is None:
+            return None                                        # the default falls back to float32 matmuls
+        if reason:
+            raise EngineError(f"quantization={quantization!r}: {reason}")
+        return kind
+
+    def _phase(self, phase: str, units: int = 1):
+        """Thread count for this model step, measured (ThreadChooser); nothing to choose off the CPU."""
+        return self.threads.run(phase, units) if self.threads is not None else contextlib.nullcontext({})
+
+    def thread_stats(self) -> dict:
+        return self.threads.snapshot() if self.threads is not None else {}
 
     # --- Engine protocol ----------------------------------------------------------------------------------
     async def generate(self, request: Request) -> AsyncIterator[Chunk]:
@@ -262,12 +293,19 @@ class TorchEngine:
             run.schedule = make_schedule(self.config.num_speculative_tokens, self.config.max_speculative_tokens)
             if req.max_new_tokens == 0:
                 return []
-            first, reused = prefill(self.target, run.caches.target, run.prompt, run.sampling, self.n_vocab,
-                                    self._healing(run))
+            new = len(run.prompt) - common_prefix(run.caches.target, run.prompt)
+            with self._phase("prompt" if new > SMALL_STEP else "step", new):
+                first, reused = prefill(self.target, run.caches.target, run.prompt, run.sampling, self.n_vocab,
+                                        self._healing(run))
             self._counters.prompt_tokens += len(run.prompt)
             self._counters.cached_prompt_tokens += reused
             run.tokens = list(run.prompt)
             return [first]
+        with self._phase("step"):
+            return self._decode_step(run)
+
+    def _decode_step(self, run: _Running) -> list[int]:
+        req = run.request
         if self.config.speculation == "none" or run.heal_left:   # healing steps are one constrained token each
             return decode_one(self.target, run.caches.target, run.tokens, run.sampling, self.n_vocab,
                               self._healing(run)).tokens

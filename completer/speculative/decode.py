@@ -21,6 +21,26 @@ from .verify import verify_greedy, verify_sampling
 Proposer = Callable[[Sequence[int], int, Sampling], "tuple[list[int], torch.Tensor | None]"]
 
 
+def common_prefix(cache: KVCache, tokens: Sequence[int]) -> int:
+    """How many leading positions of ``cache`` equal ``tokens`` (at most ``len(tokens) - 1``: one token is always
+    computed). Compares whole slices first (one C-level comparison per step in the common case that the cache
+    holds every committed token, instead of a Python loop over the whole context per decode step)."""
+    n = min(len(tokens) - 1, cache.length)
+    cached = cache.tokens
+    if cached[:n] == list(tokens[:n]):
+        return n
+    lo, hi = 0, n                                       # the first mismatch lies in [lo, hi)
+    while hi - lo > 64:
+        mid = (lo + hi) // 2
+        if cached[lo:mid] == list(tokens[lo:mid]):
+            lo = mid
+        else:
+            hi = mid
+    while lo < hi and cached[lo] == tokens[lo]:
+        lo += 1
+    return lo
+
+
 @torch.inference_mode()
 def catch_up(model: LlamaForCausalLM, cache: KVCache, tokens: Sequence[int], n_vocab: int) -> tuple[torch.Tensor, int]:
     """Make ``cache`` hold ``tokens[:-1]`` plus the last token and return the logits [V] after ``tokens``.
@@ -28,11 +48,7 @@ def catch_up(model: LlamaForCausalLM, cache: KVCache, tokens: Sequence[int], n_v
     Keeps the longest prefix of the cache that equals ``tokens`` (at most ``len(tokens) - 1`` positions, so that at
     least one token is computed), drops the rest and runs the model on what is missing. Returns (logits, reused).
     """
-    n = min(len(tokens) - 1, cache.length)
-    cached = cache.tokens
-    reused = 0
-    while reused < n and cached[reused] == tokens[reused]:
-        reused += 1
+    reused = common_prefix(cache, tokens)
     cache.truncate(reused)
     ids = torch.tensor([list(tokens[reused:])], dtype=torch.long, device=cache.device)
     logits = model(ids, cache=cache, last_only=True)[0, -1, :n_vocab]
