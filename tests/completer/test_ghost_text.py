@@ -1,0 +1,80 @@
+"""Issue 12's failure kinds, reproduced through ``completer complete`` (in-process ``main``) with the shipped house
+pair, greedy: each case printed the wrong ghost text before token healing and the post-processing filters.
+
+- mid-word: after ``return sel`` the ghost text was ``eturn self.items`` / ``e(self.r, ...``;
+- screen text: after ``return self.`` it was ``self.items.pop()`` (Tab gives ``self.self.``);
+- new line: at the end of ``    def peek(self):`` the body came without a newline (or nothing at all);
+- other languages: a Go ``func main() {`` body got ``# See the documentation ...`` / ``if t.is_dir() == 'nt':``;
+- repetition: ``type Route = { path: Argument<string>; name: Argument<`` looped ``; name: Argument<string>`` to the
+  token limit.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from completer.cli import main
+from completer.models import HOUSE_DIR
+
+STACK = open(__file__.replace("completer/test_ghost_text.py", "data/stack.py"), encoding="utf-8").read()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def house_pair():
+    assert (HOUSE_DIR / "target" / "model.safetensors").is_file() or any((HOUSE_DIR / "target").glob("*.safetensors")), \
+        f"the shipped house target is missing under {HOUSE_DIR}"
+
+
+def ghost(tmp_path, capsys, text: str, name: str, line: int, column: int, *flags: str) -> str:
+    f = tmp_path / name
+    f.write_text(text, encoding="utf-8")
+    rc = main(["complete", str(f), "--line", str(line), "--column", str(column), "--device", "cpu", *flags])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    return out[:-1] if out.endswith("\n") else out
+
+
+def at_end_of(text: str, line_text: str) -> tuple[int, int]:
+    """1-based (line, column) just after the first line equal to ``line_text``."""
+    row = text.split("\n").index(line_text)
+    return row + 1, len(line_text) + 1
+
+
+def test_mid_word_continues_the_word(tmp_path, capsys):
+    text = STACK.replace("        return self.items.\n", "        return sel\n")
+    got = ghost(tmp_path, capsys, text, "stack.py", *at_end_of(text, "        return sel"))
+    assert got and not got.startswith("e"), got                 # the word 'sel' goes on: 'self...', not 'e('
+    assert re.match(r"[\w.(]", got), got
+
+
+def test_no_retyping_of_the_code_before_the_cursor(tmp_path, capsys):
+    text = STACK.replace("        return self.items.\n", "        return self.\n")
+    pos = at_end_of(text, "        return self.")
+    for flags in ((), ("--no-token-healing",)):                 # the filter alone holds it too
+        got = ghost(tmp_path, capsys, text, "stack.py", *pos, *flags)
+        assert got and not got.startswith("self."), (flags, got)
+
+
+def test_block_after_a_header_starts_on_a_new_line(tmp_path, capsys):
+    text = STACK.replace("        return self.items.\n", "        return self.items.pop()\n\n    def peek(self):\n")
+    pos = at_end_of(text, "    def peek(self):")
+    for flags in ((), ("--no-token-healing",)):
+        got = ghost(tmp_path, capsys, text, "stack.py", *pos, *flags)
+        assert got.startswith("\n        ") and got.strip(), (flags, got)
+
+
+def test_go_gets_no_python(tmp_path, capsys):
+    text = "package main\n\nfunc main() {\n\t\n}\n"
+    for flags in ((), ("--no-token-healing",)):
+        got = ghost(tmp_path, capsys, text, "main.go", 4, 2, *flags)
+        for l in got.split("\n"):
+            assert not l.strip().startswith(('"""', "'''", "#")), (flags, got)
+            assert not l.rstrip().endswith(":"), (flags, got)
+
+
+def test_repetition_stops_where_the_loop_starts(tmp_path, capsys):
+    text = "interface Argument<T> { value: T }\n\ntype Route = { path: Argument<string>; name: Argument<"
+    got = ghost(tmp_path, capsys, text, "route.ts", 3, len(text.split("\n")[2]) + 1, "--no-token-healing")
+    assert got.count("name: Argument") <= 1 and len(got) < 40, got     # was '...; name: Argument<string>; name: ...'
