@@ -1,8 +1,9 @@
 """Replay typing traces against the real language server, as an editor would, for several configurations.
 
     python -m bench.replay [TRACES...] [--transport stdio|ws] [--server-cmd CMD | --connect ws://HOST:PORT]
-                           [--configs none,draft-k4,ngram-k4,adaptive,adaptive-nocancel,adaptive-nocache]
-                           [--engine KEY=VALUE ...] [--option KEY=JSON ...] [--speed 1.0] [--out bench/results]
+                           [--configs none,draft-k4,ngram-k4,adaptive,adaptive-nocancel,adaptive-nocache,
+                                      reuse,early-answer,adaptive-debounce]
+                           [--engine KEY=VALUE ...] [--option KEY=JSON ...] [--speed 1.0] [--out FOLDER]
 
 For every configuration (all in one run, one after another, each against a fresh server unless ``--connect``):
 ``initialize`` with the configuration's initialization options, wait for the engine, then for each trace
@@ -43,8 +44,17 @@ CONFIGS: dict[str, dict] = {
                           "cancelStaleRequests": False},
     "adaptive-nocache": {"engine": {"speculation": "draft", "num_speculative_tokens": "adaptive",
                                     "prefix_cache": False}},
+    # issue 13, each on top of the one before: keep the engine request a keystroke types along with; answer at the
+    # end of the first line and finish the block in the background; a debounce learned from the typing rhythm
+    "reuse": {"engine": {"speculation": "draft", "num_speculative_tokens": "adaptive"}, "reuseInFlight": True},
+    "early-answer": {"engine": {"speculation": "draft", "num_speculative_tokens": "adaptive"}, "reuseInFlight": True,
+                     "earlyAnswer": True},
+    "adaptive-debounce": {"engine": {"speculation": "draft", "num_speculative_tokens": "adaptive"},
+                          "reuseInFlight": True, "earlyAnswer": True, "adaptiveDebounce": True},
 }
-BASE_OPTIONS = {"maxTokens": 32, "debounceMs": 30}
+# today's lifecycle unless a configuration turns an issue-13 mechanism on (the server's defaults may differ)
+BASE_OPTIONS = {"maxTokens": 32, "debounceMs": 30, "reuseInFlight": False, "earlyAnswer": False,
+                "adaptiveDebounce": False}
 DRAIN_S = 20.0          # after a trace, wait at most this long for answers still outstanding
 
 
@@ -279,7 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--option", action="append", metavar="KEY=JSON", help="server option for every configuration")
     ap.add_argument("--speed", type=float, default=1.0, help="replay this many times faster than the trace")
     ap.add_argument("--pause-ms", type=float, default=500.0, help="a gap this long after a keystroke is a pause")
-    ap.add_argument("--out", type=Path, default=HERE / "results")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output folder (default: a new bench/results/replay-<UTC time>/, never the committed "
+                         "results)")
     ap.add_argument("--name", default="replay", help="output file stem")
     ap.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for the engine to load")
     ap.add_argument("--no-plot", action="store_true")
@@ -325,6 +337,8 @@ async def amain(args) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if args.out is None:
+        args.out = HERE / "results" / f"replay-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
     raw = asyncio.run(amain(args))
     from bench import report
 

@@ -55,6 +55,10 @@ def summarize(cfg: dict, pause_ms: float) -> dict:
         "pauses_ghost_within_100ms": within(100),
         "pauses_ghost_within_200ms": within(200),
         "engine_requests_per_keystroke": _ratio(srv.get("engine_requests"), len(recs)),
+        # keystrokes whose ghost text arrived before the next keystroke (issue 13's "ghost text before the next key")
+        "shown_before_next_key": _ratio(sum(1 for r in keys if r["status"] == "shown"), len(keys)),
+        "reuses": srv.get("reuses"),
+        "early_answers": srv.get("early_answers"),
         "served_from_cache": srv.get("served_from_cache"),
         "engine_aborts": eng.get("requests_aborted"),
         "generated_tokens": eng.get("generated_tokens"),
@@ -93,8 +97,9 @@ def markdown(raw: dict, rows: list[dict]) -> str:
     for c in raw["configs"]:
         out.append(f"- `{c['name']}`: options `{json.dumps(c['options'], sort_keys=True)}`")
     out += ["", "| config | shown | p50 ms | p95 ms | p99 ms | pauses ≤100 ms | pauses ≤200 ms | engine req/key | "
-                "wasted tokens (share) | acceptance | chars saved (share) | from cache | send lag p95 ms |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                "wasted tokens (share) | acceptance | chars saved (share) | from cache | reuses | early | "
+                "send lag p95 ms |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lat = r["latency_ms"]
         pct = lambda v: _f(None if v is None else 100 * v, "{:.0f}%")  # noqa: E731
@@ -104,7 +109,7 @@ def markdown(raw: dict, rows: list[dict]) -> str:
             f"| {_f(r['engine_requests_per_keystroke'], '{:.2f}')} "
             f"| {_f(r['wasted_tokens'])} ({pct(r['wasted_share'])}) | {pct(r['acceptance_rate'])} "
             f"| {r['chars_saved']} ({pct(r['chars_saved_share'])}) | {_f(r['served_from_cache'])} "
-            f"| {_f(r['send_lag_ms_p95'])} |")
+            f"| {_f(r.get('reuses'))} | {_f(r.get('early_answers'))} | {_f(r['send_lag_ms_p95'])} |")
     out += ["", "shown = edits whose ghost text arrived before the next edit / edits sent; latency over shown ones "
                 "(didChange sent -> response received). Status counts: " +
             "; ".join(f"{r['name']}: {r['status']}" for r in rows), ""]

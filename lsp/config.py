@@ -6,7 +6,8 @@ names). Example with the defaults::
     {"engine": {"backend": "torch", "model": "house:target", "draft": "house:draft", "speculation": "draft", ...},
      "maxTokens": 64, "debounceMs": 30, "contextBudgetTokens": 1024, "cancelStaleRequests": true,
      "typeThroughCache": true, "template": "auto", "maxDocumentChars": 2000000, "maxPromptTokens": 4096,
-     "engineStartTimeoutS": 120}
+     "engineStartTimeoutS": 120, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": false,
+     "debounceMinMs": 0, "debounceMaxMs": 150}
 
 Bad options in ``initialize`` are answered with an ``initialize`` error (-32602, InvalidParams) whose message names
 the bad field; the server keeps running and the client may ``initialize`` again. Bad options in
@@ -69,6 +70,11 @@ class ServerConfig:
     max_document_chars: int = 2_000_000   # larger documents are refused with a clear error
     max_prompt_tokens: int = 4096         # hard cap on the prompt, whatever the context budget says
     engine_start_timeout_s: float = 120.0  # how long a request waits for the engine to finish loading
+    reuse_in_flight: bool = True          # a keystroke that types what the running request writes is answered by it
+    early_answer: bool = False            # answer at the end of the first line; the block finishes in the background
+    adaptive_debounce: bool = False       # debounce learned from the client's typing rhythm (else debounceMs)
+    debounce_min_ms: float = 0.0          # bounds of the adaptive debounce
+    debounce_max_ms: float = 150.0
 
     # JSON name -> (field name, validator)
     _KEYS = {
@@ -81,6 +87,11 @@ class ServerConfig:
         "maxDocumentChars": ("max_document_chars", lambda n, v: _int(n, v, 1, 1 << 31)),
         "maxPromptTokens": ("max_prompt_tokens", lambda n, v: _int(n, v, 16, 1_000_000)),
         "engineStartTimeoutS": ("engine_start_timeout_s", lambda n, v: _number(n, v, 0.1, 3600)),
+        "reuseInFlight": ("reuse_in_flight", _bool),
+        "earlyAnswer": ("early_answer", _bool),
+        "adaptiveDebounce": ("adaptive_debounce", _bool),
+        "debounceMinMs": ("debounce_min_ms", lambda n, v: _number(n, v, 0, 10_000)),
+        "debounceMaxMs": ("debounce_max_ms", lambda n, v: _number(n, v, 0, 10_000)),
     }
 
     def updated(self, options: Any, where: str = "initializationOptions") -> "ServerConfig":
@@ -103,7 +114,11 @@ class ServerConfig:
             else:
                 fname, check = self._KEYS[key]
                 changes[fname] = check(name, value)
-        return dataclasses.replace(self, **changes)
+        new = dataclasses.replace(self, **changes)
+        if new.debounce_min_ms > new.debounce_max_ms:
+            raise ConfigError(f"{where}.debounceMinMs: {new.debounce_min_ms:g} is above debounceMaxMs "
+                              f"{new.debounce_max_ms:g}")
+        return new
 
     @classmethod
     def from_options(cls, options: Any) -> "ServerConfig":

@@ -1,16 +1,25 @@
-"""The per-document request lifecycle shared by inline completion and ``textDocument/completion``.
+"""The per-document request policy shared by inline completion and ``textDocument/completion``.
 
-For each document at most one completion is in flight (with ``cancelStaleRequests``, the default):
-- a newer completion request, or an edit of the document, *supersedes* it: its asyncio task is cancelled, which
-  aborts its engine request (``Engine.abort``, so the engine's ``requests_aborted`` rises) and makes pygls answer
-  the stale LSP request with -32800 RequestCancelled; ``$/cancelRequest`` cancels the task the same way;
-- before calling the engine, a short debounce (``debounceMs``) lets a burst of keystrokes collapse into one engine
-  request; a request superseded during the debounce never reaches the engine;
-- typing through ghost text: when the text before the cursor is the text the last completion was shown after plus
-  a prefix of that completion, and the text after the cursor is unchanged, the rest of the completion is answered
-  at once, with no debounce and no engine request.
+The completion itself is ``completer.pipeline`` (plan -> engine request -> post-process); this module decides
+*when* to run one and what to answer from. With ``cancelStaleRequests`` (the default), per document:
 
-With ``cancelStaleRequests: false`` every request runs to the end (as naive servers do), for benchmarks.
+- a newer completion request, or an edit, *supersedes* the LSP request waiting for an answer: its asyncio task is
+  cancelled and pygls answers it with -32800 RequestCancelled; ``$/cancelRequest`` cancels it the same way;
+- the engine request runs in a :class:`lsp.flight.Flight` of its own, at most one per document. With
+  ``reuseInFlight`` a keystroke whose text before the cursor is the flight's anchor plus a prefix of what the model
+  is writing (text after the cursor unchanged) is answered from that flight, with no debounce and no new engine
+  request; a flight is aborted only when the document diverges from it (checked on every edit and request), when
+  the document closes, or when the engine changes. Without ``reuseInFlight`` an edit aborts it, as before;
+- with ``earlyAnswer`` the request is answered as soon as the ghost text has its first line; the flight finishes the
+  block in the background into the type-through cache;
+- before a new engine request, a debounce lets a burst of keystrokes collapse into one: ``debounceMs``, or with
+  ``adaptiveDebounce`` a wait learned from this client's typing rhythm (:mod:`lsp.rhythm`); none on a cache hit or
+  a reuse;
+- typing through ghost text: when the text before the cursor is the text the last finished completion was made
+  after plus a prefix of it, and the text after the cursor is unchanged, the rest is answered at once.
+
+With ``cancelStaleRequests: false`` every request runs its own engine request to the end (as naive servers do), for
+benchmarks.
 """
 
 from __future__ import annotations
@@ -29,11 +38,16 @@ from completer.context.syntax import Trees
 from .config import ServerConfig
 from .documents import Snapshot
 from .engine_host import EngineHost, EngineUnavailable
+from .flight import ANSWER, DIVERGED, Flight
+from .rhythm import Rhythm
 
 log = logging.getLogger(__name__)
 
 # engine request ids are unique in the process: TCP/websocket connections share one engine
 _REQUEST_IDS = itertools.count(1)
+# a flight whose waiting request was cancelled ($/cancelRequest, or superseded) is kept this long for the next
+# keystroke's request to reuse; aborted then if none did (editors send the cancel before the edit that follows)
+ORPHAN_GRACE_S = 0.25
 
 
 @dataclass
@@ -51,6 +65,12 @@ class ServerStats:
     last_engine_ms: float | None = None    # engine time of the last engine request
     last_ttft_ms: float | None = None      # engine request sent -> its first generated text, of the last one
     last_tpot_ms: float | None = None      # time per generated token after the first, of the last engine request
+    reuses: int = 0                  # answered from an engine request started for an earlier keystroke
+    early_answers: int = 0           # answered at the end of the first line, before the engine request finished
+    background_finished: int = 0     # engine requests that finished after their answer (into the type-through cache)
+    flights_diverged: int = 0        # engine requests aborted because the document no longer matched them
+    debounce_ms: float | None = None          # the wait before the last new engine request
+    typing_interval_ms: float | None = None   # median interval between this client's recent edits
 
 
 @dataclass(frozen=True)
@@ -58,6 +78,8 @@ class Completion:
     text: str             # ghost text to insert at the cursor
     offset: int           # cursor offset in the snapshot
     from_cache: bool = False
+    reused: bool = False  # answered from an engine request started for an earlier keystroke
+    early: bool = False   # answered before its engine request finished (first line)
 
 
 @dataclass(frozen=True)
@@ -94,10 +116,12 @@ class Lifecycle:
         self.stats = ServerStats()
         self._inflight: dict[str, set[asyncio.Task]] = {}
         self._shown: dict[str, _Shown] = {}
+        self._flights: dict[str, Flight] = {}
+        self._rhythm = Rhythm()                 # one client per Lifecycle: its typing rhythm over all documents
 
     # --- called by document sync and lifecycle events ---------------------------------------------------
     def supersede(self, uri: str, keep: asyncio.Task | None = None) -> int:
-        """Cancel the completions in flight for ``uri`` (all but ``keep``); returns how many."""
+        """Cancel the LSP requests waiting for ``uri`` (all but ``keep``); returns how many."""
         n = 0
         for task in list(self._inflight.get(uri, ())):
             if task is not keep and not task.done():
@@ -106,17 +130,29 @@ class Lifecycle:
         self.stats.requests_superseded += n
         return n
 
-    def document_changed(self, uri: str) -> None:
-        if self._config().cancel_stale_requests:
-            self.supersede(uri)
+    def document_changed(self, uri: str, snap: Snapshot | None = None) -> None:
+        """An edit (``snap``: the document after it; None: replaced by didOpen). Supersedes the waiting request;
+        the engine request in flight survives only if the edit types what it is writing (``reuseInFlight``)."""
+        cfg = self._config()
+        self._rhythm.keystroke()
+        if not cfg.cancel_stale_requests:
+            return
+        self.supersede(uri)
+        flight = self._flights.get(uri)
+        if flight is not None and (not cfg.reuse_in_flight or snap is None or flight.diverged(snap.text)):
+            self.stats.flights_diverged += 1
+            self._abort_flight(uri)
 
     def document_closed(self, uri: str) -> None:
         self.supersede(uri)
+        self._abort_flight(uri)
         self._shown.pop(uri, None)
 
     def cancel_all(self) -> None:
         for uri in list(self._inflight):
             self.supersede(uri)
+        for uri in list(self._flights):
+            self._abort_flight(uri)
 
     def inflight(self) -> int:
         return sum(1 for ts in self._inflight.values() for t in ts if not t.done())
@@ -138,13 +174,10 @@ class Lifecycle:
             if rest is not None:
                 self.stats.served_from_cache += 1
                 result = Completion(rest, offset, from_cache=True)
+            elif not cfg.cancel_stale_requests:
+                result = Completion(await self._run_to_end(snap, offset, others, cfg, trees), offset)
             else:
-                if cfg.debounce_ms > 0:
-                    await asyncio.sleep(cfg.debounce_ms / 1000)
-                text = await self._generate(snap, offset, others, cfg, trees)
-                result = Completion(text, offset)
-                if text:
-                    self._shown[snap.uri] = _Shown(snap.text[:offset], snap.text[offset:], text)
+                result = await self._from_flight(snap, offset, others, cfg, trees)
             if result.text:
                 self.stats.completions_served += 1
             else:
@@ -167,8 +200,115 @@ class Lifecycle:
                 if not tasks:
                     del self._inflight[snap.uri]
 
-    async def _generate(self, snap: Snapshot, offset: int, others: Sequence[Snapshot], cfg: ServerConfig,
-                        trees: Trees | None) -> str:
+    async def _from_flight(self, snap: Snapshot, offset: int, others: Sequence[Snapshot], cfg: ServerConfig,
+                           trees: Trees | None) -> Completion:
+        """Answer from the document's flight when the user typed what it writes; else debounce, start a new one."""
+        flight = self._flights.get(snap.uri)
+        if flight is not None and cfg.reuse_in_flight:
+            typed = flight.typed(snap.text, offset)
+            if typed is not None:
+                text = await self._wait(flight, typed, cfg)
+                if text is not None:
+                    self.stats.reuses += 1
+                    return Completion(text, offset, reused=True, early=not flight.gen.finished)
+        if flight is not None and self._flights.get(snap.uri) is flight:
+            self.stats.flights_diverged += 1
+            self._abort_flight(snap.uri)
+        wait_ms = (self._rhythm.debounce_ms(cfg.debounce_ms, cfg.debounce_min_ms, cfg.debounce_max_ms)
+                   if cfg.adaptive_debounce else cfg.debounce_ms)
+        self.stats.debounce_ms = wait_ms
+        self.stats.typing_interval_ms = self._rhythm.median_ms()
+        if wait_ms > 0:
+            await asyncio.sleep(wait_ms / 1000)
+        flight = await self._start(snap, offset, others, cfg, trees)
+        text = await self._wait(flight, "", cfg)
+        if text is None:                   # the engine aborted it (restart, close) or it failed
+            if flight.gen.error is not None:
+                raise flight.gen.error
+            raise asyncio.CancelledError(f"engine aborted {flight.gen.request.request_id}")
+        return Completion(text, offset, early=not flight.gen.finished)
+
+    async def _wait(self, flight: Flight, typed: str, cfg: ServerConfig) -> str | None:
+        """The ghost text ``flight`` has for the user's ``typed`` text, waiting for more output as needed; None when
+        it diverged, failed or was aborted. Cancelled while waiting: the flight is left to the next keystroke for a
+        short grace (``reuseInFlight``), or aborted at once."""
+        flight.waiters += 1
+        try:
+            while True:
+                verdict, text = flight.follow(typed, cfg.early_answer)
+                if verdict == ANSWER:
+                    flight.answered += 1
+                    if not flight.gen.finished:
+                        flight.answered_early = True
+                        self.stats.early_answers += 1
+                    return text
+                if verdict == DIVERGED:
+                    return None
+                await flight.gen.changed()
+        except asyncio.CancelledError:
+            self._orphaned(flight, cfg)
+            raise
+        finally:
+            flight.waiters -= 1
+
+    def _orphaned(self, flight: Flight, cfg: ServerConfig) -> None:
+        uri = next((u for u, f in self._flights.items() if f is flight), None)
+        if uri is None or flight.answered_early:
+            return                          # already gone, or finishing a shown block in the background
+        if not cfg.reuse_in_flight:
+            self._abort_flight(uri)
+            return
+        answered = flight.answered
+
+        def check() -> None:
+            if self._flights.get(uri) is flight and flight.waiters == 0 and flight.answered == answered:
+                self._abort_flight(uri)
+
+        asyncio.get_running_loop().call_later(ORPHAN_GRACE_S, check)
+
+    async def _start(self, snap: Snapshot, offset: int, others: Sequence[Snapshot], cfg: ServerConfig,
+                     trees: Trees | None) -> Flight:
+        engine = await self.host.get(cfg.engine_start_timeout_s)
+        settings = cfg.settings()
+        plan = pipeline.plan(source(snap), offset, engine, settings, [source(o) for o in others], trees)
+        gen = pipeline.Generation(engine, plan, f"{snap.uri}@{snap.version}#{next(_REQUEST_IDS)}", settings,
+                                  cache_key=snap.uri)
+        flight = Flight(gen, snap.text[:offset], snap.text[offset:])
+        self._abort_flight(snap.uri)       # one flight per document: the bound on background work
+        self._flights[snap.uri] = flight
+        self.stats.engine_requests += 1
+        flight.task = asyncio.get_running_loop().create_task(self._fly(snap.uri, flight),
+                                                             name=f"flight {gen.request.request_id}")
+        return flight
+
+    async def _fly(self, uri: str, flight: Flight) -> None:
+        """Run the flight's engine request to its end; its full ghost text then feeds the type-through cache."""
+        try:
+            text = await self._timed(flight.gen)
+        except asyncio.CancelledError:
+            return
+        except Exception:                  # reported to the requests waiting on it (gen.error)
+            log.debug("engine request %s failed", flight.gen.request.request_id, exc_info=True)
+            return
+        finally:
+            if self._flights.get(uri) is flight:
+                del self._flights[uri]
+        if flight.answered_early:
+            self.stats.background_finished += 1
+        if text and self._config().type_through_cache:
+            self._shown[uri] = _Shown(flight.before, flight.after, text)
+
+    def _abort_flight(self, uri: str) -> None:
+        flight = self._flights.pop(uri, None)
+        if flight is not None and flight.task is not None and not flight.task.done():
+            self.stats.engine_aborts += 1
+            flight.task.cancel()           # closes the engine stream: the one abort the engine sees
+
+    async def _run_to_end(self, snap: Snapshot, offset: int, others: Sequence[Snapshot], cfg: ServerConfig,
+                          trees: Trees | None) -> str:
+        """``cancelStaleRequests: false``: this request's own engine request, to its end (naive server)."""
+        if cfg.debounce_ms > 0:
+            await asyncio.sleep(cfg.debounce_ms / 1000)
         engine = await self.host.get(cfg.engine_start_timeout_s)
         settings = cfg.settings()
         plan = pipeline.plan(source(snap), offset, engine, settings, [source(o) for o in others], trees)
@@ -176,10 +316,15 @@ class Lifecycle:
                                   cache_key=snap.uri)
         self.stats.engine_requests += 1
         try:
-            return await gen.run()
+            return await self._timed(gen)
         finally:
             if gen.aborted:
                 self.stats.engine_aborts += 1
+
+    async def _timed(self, gen: pipeline.Generation) -> str:
+        try:
+            return await gen.run()
+        finally:
             self.stats.last_engine_ms = ((gen.ended or time.perf_counter()) - gen.started) * 1000
             ttft, tpot = gen.ttft_s, gen.tpot_s
             if ttft is not None:
@@ -196,4 +341,5 @@ class Lifecycle:
     def snapshot_stats(self) -> dict:
         d = asdict(self.stats)
         d["inflight"] = self.inflight()
+        d["flights"] = len(self._flights)
         return d

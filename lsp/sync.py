@@ -29,11 +29,13 @@ def did_change(ls, p: types.DidChangeTextDocumentParams) -> None:
         r = getattr(c, "range", None)
         changes.append(Change(c.text, None if r is None else
                               ((r.start.line, r.start.character), (r.end.line, r.end.character))))
-    ls.lifecycle.document_changed(uri)
     try:
-        ls.documents.change(uri, p.text_document.version, changes)
+        snap = ls.documents.change(uri, p.text_document.version, changes)
     except DocumentError as e:
+        ls.lifecycle.document_changed(uri)
         ls.notify_user(str(e))
+        return
+    ls.lifecycle.document_changed(uri, snap)
 
 
 def did_close(ls, p: types.DidCloseTextDocumentParams) -> None:

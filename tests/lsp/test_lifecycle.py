@@ -1,4 +1,5 @@
-"""Request lifecycle: type-through, supersede, debounce, abort reaching the engine, and the plain FIM prompt.
+"""Request lifecycle: type-through, supersede, debounce, abort reaching the engine, the plain FIM prompt, reuse of
+the engine request in flight, early answers with the block finished in the background, the adaptive debounce.
 
 The engine here is a small scripted implementation of the Engine protocol (a fixed text, one character per step),
 so the lifecycle's timing can be controlled; the real engine is exercised by tests/e2e.
@@ -83,7 +84,7 @@ def make(text="hello_world()", step_s=0.01, **options):
 
 
 async def test_newer_request_supersedes_and_aborts_engine():
-    lc, host, engine, cfg = make(step_s=0.02)
+    lc, host, engine, cfg = make(step_s=0.02, reuseInFlight=False)
     host.start(cfg.engine)
     snap = Snapshot("u", "x = ", 1)
     first = asyncio.ensure_future(lc.complete(snap, 4))
@@ -152,3 +153,108 @@ async def test_engine_start_failure_is_a_clear_error():
     with pytest.raises(EngineUnavailable, match="no such model /nowhere"):
         await lc.complete(Snapshot("u", "x", 1), 1)
     assert lc.stats.errors == 1
+
+
+async def wait_for(cond):
+    """Yield to the event loop until ``cond()`` holds (the scripted engine paces itself; nothing is timed here)."""
+    while not cond():
+        await asyncio.sleep(0.001)
+
+
+async def test_keystroke_that_types_what_the_model_writes_reuses_the_engine_request():
+    lc, host, engine, cfg = make(step_s=0.02)
+    host.start(cfg.engine)
+    first = asyncio.ensure_future(lc.complete(Snapshot("u", "x = ", 1), 4))
+    await wait_for(lambda: lc.stats.engine_requests == 1)
+    lc.document_changed("u", Snapshot("u", "x = h", 2))          # the user types the model's first character
+    with pytest.raises(asyncio.CancelledError):
+        await first                                              # the LSP request is superseded ...
+    second = await lc.complete(Snapshot("u", "x = h", 2), 5)     # ... its engine request is not
+    assert second.text == "ello_world()" and second.reused
+    assert engine.c.requests_started == 1 and engine.abort_calls == []
+    assert lc.stats.reuses == 1 and lc.stats.engine_aborts == 0 and lc.stats.engine_requests == 1
+
+
+async def test_typing_ahead_of_the_model_waits_for_it_then_answers():
+    lc, host, engine, cfg = make(step_s=0.02)
+    host.start(cfg.engine)
+    asyncio.ensure_future(lc.complete(Snapshot("u", "x = ", 1), 4))
+    await wait_for(lambda: lc.stats.engine_requests == 1)
+    r = await lc.complete(Snapshot("u", "x = hello", 2), 9)        # typed further than the model has written
+    assert r.text == "_world()" and r.reused and engine.c.requests_started == 1
+
+
+async def test_divergent_keystroke_aborts_the_flight_once_and_starts_over():
+    lc, host, engine, cfg = make(step_s=0.02)
+    host.start(cfg.engine)
+    asyncio.ensure_future(lc.complete(Snapshot("u", "x = ", 1), 4))
+    await wait_for(lambda: lc.stats.engine_requests == 1 and lc._flights["u"].gen.raw)    # the model wrote "h"
+    lc.document_changed("u", Snapshot("u", "x = z", 2))          # not what the model writes: aborted at the edit
+    assert lc.stats.flights_diverged == 1 and lc.stats.engine_aborts == 1
+    r = await lc.complete(Snapshot("u", "x = z", 2), 5)
+    assert r.text == "hello_world()" and not r.reused
+    assert engine.c.requests_started == 2 and len(engine.abort_calls) == 1 and lc.stats.reuses == 0
+
+
+async def test_edit_elsewhere_in_the_document_aborts_the_flight():
+    lc, host, engine, cfg = make(step_s=0.02)
+    host.start(cfg.engine)
+    asyncio.ensure_future(lc.complete(Snapshot("u", "x = \ny = 2\n", 1), 4))
+    await wait_for(lambda: lc.stats.engine_requests == 1)
+    flight = lc._flights["u"]
+    lc.document_changed("u", Snapshot("u", "x = \ny = 3\n", 2))   # the text after the cursor changed
+    assert lc.stats.engine_aborts == 1 and "u" not in lc._flights
+    await asyncio.gather(flight.task, return_exceptions=True)
+    assert flight.gen.aborted or flight.task.cancelled()
+    assert engine.c.requests_finished == 0 and len(engine.abort_calls) == engine.c.requests_started
+
+
+BLOCK_DOC = "def f(a):\n    "                                   # block mode: the body of f
+PY = "file:///work/f.py"
+
+
+async def test_early_answer_shows_the_first_line_and_finishes_the_block_in_the_background():
+    lc, host, engine, cfg = make("b = a + 1\n    return b\n", step_s=0.01, earlyAnswer=True)
+    host.start(cfg.engine)
+    r = await lc.complete(Snapshot(PY, BLOCK_DOC, 1, "python"), len(BLOCK_DOC))
+    assert r.text == "b = a + 1" and r.early and lc.stats.early_answers == 1
+    flight = lc._flights[PY]
+    assert not flight.gen.finished                               # the block is still being written
+    await flight.task                                            # ... in the background, to its end
+    assert lc.stats.background_finished == 1 and engine.abort_calls == []
+    # accepting the line (Tab) and going on: the rest of the block from the type-through cache, no engine request
+    doc = BLOCK_DOC + "b = a + 1\n    "
+    r2 = await lc.complete(Snapshot(PY, doc, 2, "python"), len(doc))
+    assert r2.from_cache and r2.text == "return b"
+    assert engine.c.requests_started == 1
+
+
+async def test_without_early_answer_the_whole_block_is_answered():
+    lc, host, engine, cfg = make("b = a + 1\n    return b\n", step_s=0.005)
+    host.start(cfg.engine)
+    r = await lc.complete(Snapshot(PY, BLOCK_DOC, 1, "python"), len(BLOCK_DOC))
+    assert r.text == "b = a + 1\n    return b" and not r.early and lc.stats.early_answers == 0
+
+
+def test_rhythm_learns_the_debounce_from_keystroke_intervals():
+    from lsp.rhythm import MIN_SAMPLES, PAUSE_MS, Rhythm
+
+    now = [0.0]
+    r = Rhythm(clock=lambda: now[0])
+    assert r.debounce_ms(30, 0, 150) == 30                       # nothing learned yet: the configured debounce
+    for gap_ms in [100, 60, 80, 200, 90, 70, 110, 2 * PAUSE_MS, 120, 50][: MIN_SAMPLES + 2]:
+        now[0] += gap_ms / 1000
+        r.keystroke()
+    assert len(r.intervals) == MIN_SAMPLES                       # the first edit has no interval; the pause is left out
+    learned = r.debounce_ms(30, 0, 150)
+    assert 50 < learned < 100                                    # a fast-keystroke percentile of 50..200 ms gaps
+    assert r.debounce_ms(30, 0, 40) == 40 and r.debounce_ms(30, 90, 150) == 90     # clamped to the bounds
+
+
+async def test_adaptive_debounce_is_reported_and_skipped_on_reuse():
+    lc, host, engine, cfg = make(step_s=0.01, adaptiveDebounce=True, debounceMs=5, debounceMaxMs=20)
+    host.start(cfg.engine)
+    await lc.complete(Snapshot("u", "x = ", 1), 4)
+    assert lc.stats.debounce_ms == 5                             # no rhythm yet: debounceMs
+    stats = lc.snapshot_stats()
+    assert {"reuses", "early_answers", "debounce_ms", "typing_interval_ms"} <= set(stats)

@@ -1,0 +1,75 @@
+"""An engine request in flight for a document, and whether a later keystroke can be answered from it.
+
+A :class:`Flight` runs its ``pipeline.Generation`` in a task of its own, so it outlives the LSP request that started
+it: that request may be answered early (at the end of the ghost text's first line) while the block finishes in the
+background, and a later keystroke that only types what the model is writing is answered from the same engine request
+instead of aborting it and starting over. :meth:`Flight.follow` decides, from the text typed since the flight's
+anchor and the ghost text so far, whether to answer now, wait for more output, or give up (the user diverged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from completer.pipeline import Generation
+
+ANSWER, WAIT, DIVERGED = "answer", "wait", "diverged"
+
+
+def first_line(rest: str, raw: str) -> str | None:
+    """``rest`` through its first non-blank line, once the model has ended that line (None before): the point
+    worth showing early. Leading line breaks (a block that starts on the next line) belong to it."""
+    body = len(rest) - len(rest.lstrip(" \t\r\n"))
+    nl = rest.find("\n", body)
+    if nl >= 0:
+        return rest[:nl].rstrip("\r")
+    if rest.strip() and raw.rstrip(" \t").endswith("\n"):
+        return rest
+    return None
+
+
+@dataclass
+class Flight:
+    gen: Generation
+    before: str                      # document text before the cursor when it was planned (its anchor)
+    after: str                       # document text after the cursor then
+    task: asyncio.Task | None = None
+    answered: int = 0                # LSP requests answered from it
+    waiters: int = 0                 # LSP requests waiting on it now
+    answered_early: bool = False     # one of them before it finished
+
+    def typed(self, text: str, offset: int | None = None) -> str | None:
+        """What the user typed at the anchor, if ``text`` is ``before + typed + after`` (with the cursor at
+        ``offset`` right after the typed text, when given); None when the document left the anchor."""
+        end = len(text) - len(self.after)
+        if end < len(self.before) or not text.startswith(self.before) or not text.endswith(self.after):
+            return None
+        if offset is not None and offset != end:
+            return None
+        return text[len(self.before):end]
+
+    def follow(self, typed: str, early: bool) -> tuple[str, str | None]:
+        """(ANSWER, ghost text to show after ``typed``) | (WAIT, None): the model has not written enough yet |
+        (DIVERGED, None): the typed text is not what the model writes, or nothing of it is left to show."""
+        gen = self.gen
+        if gen.error is not None or gen.aborted:
+            return DIVERGED, None
+        ghost = gen.ghost()
+        if ghost.startswith(typed):
+            rest = ghost[len(typed):]
+            if gen.finished:
+                return (ANSWER, rest) if rest.strip() or not typed else (DIVERGED, None)
+            if early:
+                line = first_line(rest, gen.raw)
+                if line is not None:
+                    return ANSWER, line
+            return WAIT, None
+        if not gen.finished and typed.startswith(ghost):
+            return WAIT, None          # typed ahead of the model: its next tokens decide
+        return DIVERGED, None
+
+    def diverged(self, text: str) -> bool:
+        """An edit made the document ``text``: True when this flight can no longer serve it."""
+        typed = self.typed(text)
+        return typed is None or self.follow(typed, early=False)[0] == DIVERGED

@@ -1,0 +1,56 @@
+"""The client's typing rhythm, learned from the times of its ``didChange`` notifications, and the debounce it asks for.
+
+A debounce saves an engine request only when the next keystroke comes within it, and every other keystroke pays it
+in full before its ghost text. So the wait is set to the interval that only this typist's fastest keystrokes beat
+(the ``PERCENTILE``-th percentile of the recent intervals, clamped to the configured bounds): a burst collapses into
+one engine request, a pause costs little. Intervals longer than ``PAUSE_MS`` are pauses, not rhythm, and are left out.
+Until ``MIN_SAMPLES`` intervals are known the configured ``debounceMs`` applies. (Tabby learns its debounce from
+keystroke intervals the same way.)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+
+PERCENTILE = 20          # the wait beats all but this share (%) of the typist's keystroke intervals
+PAUSE_MS = 1000.0        # a longer gap between two edits is a pause, not part of the rhythm
+WINDOW = 64              # intervals remembered (the most recent ones)
+MIN_SAMPLES = 8
+
+
+def percentile(values, q: float) -> float | None:
+    """Linear-interpolation percentile (numpy's default); None for no values."""
+    v = sorted(values)
+    if not v:
+        return None
+    pos = (len(v) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+class Rhythm:
+    """Recent inter-keystroke intervals of one client, in milliseconds."""
+
+    def __init__(self, clock=time.perf_counter):
+        self._clock = clock
+        self._last: float | None = None
+        self.intervals: deque[float] = deque(maxlen=WINDOW)
+
+    def keystroke(self) -> None:
+        now = self._clock()
+        if self._last is not None:
+            gap = (now - self._last) * 1000
+            if gap <= PAUSE_MS:
+                self.intervals.append(gap)
+        self._last = now
+
+    def debounce_ms(self, fallback: float, lo: float, hi: float) -> float:
+        """The wait before a new engine request: learned from the rhythm once known, else ``fallback``; within
+        ``lo..hi``."""
+        learned = percentile(self.intervals, PERCENTILE) if len(self.intervals) >= MIN_SAMPLES else None
+        return min(hi, max(lo, fallback if learned is None else learned))
+
+    def median_ms(self) -> float | None:
+        return percentile(self.intervals, 50)
