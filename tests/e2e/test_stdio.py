@@ -71,7 +71,7 @@ async def _start_inflight(client, uri, line, ch, msg_id=None):
 
 async def _cancel_with(client, how) -> tuple[dict, dict]:
     """Start long requests until one is still running when ``how`` strikes; returns stats before/after."""
-    await configure(client, maxTokens=400, debounceMs=0, typeThroughCache=False)
+    await configure(client, maxTokens=400, debounceMs=0, typeThroughCache=False, reuseInFlight=False)
     text = PY
     open_doc(client, URI, text)
     version = 1
