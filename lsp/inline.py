@@ -7,10 +7,16 @@ from lsprotocol import types
 from .lifecycle import Completion
 
 
-def to_inline_list(completion: Completion, line: int, character: int) -> types.InlineCompletionList:
-    """One item inserting the completion at the cursor (an empty range there), or no items."""
+def to_inline_list(completion: Completion, line: int, character: int,
+                   selected: types.SelectedCompletionInfo | None = None) -> types.InlineCompletionList:
+    """One item inserting the completion at the cursor (an empty range there), or no items. With a suggestion
+    selected in the editor's list, the item replaces the suggestion's range with the suggestion and the completion
+    after it, which is the form editors show (ghost text extending the selected item)."""
     if not completion.text:
         return types.InlineCompletionList(items=[])
+    if selected is not None:
+        return types.InlineCompletionList(items=[types.InlineCompletionItem(
+            insert_text=selected.text + completion.text, range=selected.range)])
     at = types.Position(line=line, character=character)
     return types.InlineCompletionList(
         items=[types.InlineCompletionItem(insert_text=completion.text, range=types.Range(start=at, end=at))]
@@ -20,5 +26,9 @@ def to_inline_list(completion: Completion, line: int, character: int) -> types.I
 def register(server) -> None:
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls, params: types.InlineCompletionParams) -> types.InlineCompletionList:
-        completion = await ls.complete_at(params.text_document.uri, params.position, "inlineCompletion")
-        return to_inline_list(completion, params.position.line, params.position.character)
+        # A character past the end of the line means the line's end (LSP): the item's range says where that is.
+        snap, offset = ls.locate(params.text_document.uri, params.position)
+        line, character = snap.position_at(offset)
+        selected = params.context.selected_completion_info if params.context is not None else None
+        completion = await ls.complete_at(params.text_document.uri, params.position, "inlineCompletion", selected)
+        return to_inline_list(completion, line, character, selected)

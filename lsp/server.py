@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import errno
 import json
 import logging
@@ -26,6 +27,8 @@ import os
 import sys
 from typing import Any
 
+import cattrs
+from cattrs.v import format_exception
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
@@ -54,6 +57,20 @@ class _Malformed:
         self.id, self.method, self.code, self.message = msg_id, method, code, message
 
 
+def _describe(error: BaseException) -> str:
+    """What is wrong with a message's params, one line per problem with where it is (``@ $.position``), instead of
+    cattrs' "While structuring InlineCompletionParams (1 sub-exception)"."""
+    def fmt(exc: BaseException, type_) -> str:
+        if isinstance(exc, ValueError) and "should be" in str(exc):   # lsprotocol's range validators say it best
+            return str(exc).rstrip(".")
+        return format_exception(exc, type_)
+
+    try:
+        return "; ".join(cattrs.transform_error(error, format_exception=fmt)) or str(error)
+    except Exception:
+        return str(error)
+
+
 class CompleterProtocol(LanguageServerProtocol):
     """pygls' protocol, plus JSON-RPC errors where pygls only logs, and our own document store."""
 
@@ -69,9 +86,8 @@ class CompleterProtocol(LanguageServerProtocol):
             return super().structure_message(data)
         except JsonRpcException as e:
             if isinstance(data, dict) and "method" in data:
-                detail = e.__cause__ or e
                 return _Malformed(data.get("id"), str(data["method"]), JsonRpcInvalidParams.CODE,
-                                  f"invalid params for {data['method']}: {detail}")
+                                  f"invalid params for {data['method']}: {_describe(e.__cause__ or e)}")
             raise
 
     def handle_message(self, message):
@@ -163,9 +179,13 @@ class CompleterServer(LanguageServer):
     def other_documents(self, uri: str) -> list[Snapshot]:
         return [self.documents.get(u) for u in self.documents.uris() if u != uri]
 
-    async def complete_at(self, uri: str, position: types.Position, method: str) -> Completion:
-        """The lifecycle's completion at ``position``, with engine failures as JSON-RPC errors."""
+    async def complete_at(self, uri: str, position: types.Position, method: str,
+                          selected: types.SelectedCompletionInfo | None = None) -> Completion:
+        """The lifecycle's completion at ``position``, with engine failures as JSON-RPC errors. ``selected``: the
+        suggestion selected in the editor's list (inline completion context): completed as if it were accepted."""
         snap, offset = self.locate(uri, position)
+        if selected is not None:
+            snap, offset = with_selection(snap, selected)
         try:
             return await self.lifecycle.complete(snap, offset, self.other_documents(uri), self.documents.trees)
         except EngineUnavailable as e:
@@ -204,6 +224,21 @@ class CompleterServer(LanguageServer):
             "positionEncoding": self.documents.encoding,
             "config": self.config.to_json(),
         }
+
+
+def with_selection(snap: Snapshot, selected: types.SelectedCompletionInfo) -> tuple[Snapshot, int]:
+    """The document as if the suggestion selected in the editor's list replaced its range, and the offset after it:
+    editors show only ghost text that extends the selected suggestion (LSP ``selectedCompletionInfo``)."""
+    r = selected.range
+    try:
+        a = snap.offset_at(r.start.line, r.start.character)
+        b = snap.offset_at(r.end.line, r.end.character)
+    except DocumentError as e:
+        raise JsonRpcInvalidParams(f"context.selectedCompletionInfo.range: {e}") from None
+    if b < a:
+        raise JsonRpcInvalidParams("context.selectedCompletionInfo.range: its end is before its start")
+    text = snap.text[:a] + selected.text + snap.text[b:]
+    return dataclasses.replace(snap, text=text, _starts=[]), a + len(selected.text)
 
 
 def build_server(engine_host: EngineHost | None = None, policy: security.Policy | None = None) -> CompleterServer:
