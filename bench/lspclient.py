@@ -291,10 +291,12 @@ async def open_ws(url: str, **connect_kw) -> Client:
     return Client(send_bytes, recv, ws.close, transport=ws, framed=False)
 
 
-def server_command(transport: str = "stdio", *args: str, module: str = "lsp.server") -> list[str]:
-    """The command line of a ``completer-lsp`` on ``transport`` ("stdio", "ws" or "tcp"; port 0 picks a free one)."""
+def server_command(transport: str | None = "stdio", *args: str, module: str = "lsp.server") -> list[str]:
+    """The command line of a ``completer-lsp`` on ``transport`` ("stdio", "ws" or "tcp"; port 0 picks a free one),
+    or with no transport option (None) for a caller that appends its own (the editor clients do)."""
     cmd = [sys.executable, "-m", module, "--log-level", "WARNING"]
-    cmd += ["--stdio"] if transport == "stdio" else [f"--{transport}", "127.0.0.1:0"]
+    if transport is not None:
+        cmd += ["--stdio"] if transport == "stdio" else [f"--{transport}", "127.0.0.1:0"]
     return cmd + list(args)
 
 

@@ -15,7 +15,7 @@ from bench.lspclient import server_command
 
 ROOT = Path(__file__).resolve().parents[2]
 EDITORS = ROOT / "editors"
-SERVER_CMD = server_command("stdio")
+SERVER_CMD = server_command(None)    # the clients add their transport (stdio by default, or --ws/--tcp)
 
 
 def require_tool(path: str | Path | None, what: str) -> str:
