@@ -101,6 +101,20 @@ def test_version_has_the_apis(nvim):
     assert nvim.lua("vim.fn.has('nvim-0.10')") == 1
 
 
+def test_ghost_text_is_grey_in_a_256_colour_terminal_too(nvim):
+    """CompleterGhost has a cterm grey (Neovim's default Comment has only a GUI colour: without termguicolors a
+    link to it drew ghost text like real code), keeps it after :colorscheme, and a user's own definition wins."""
+    nvim.lua("vim.cmd('set notermguicolors')")
+    hl = nvim.lua("vim.api.nvim_get_hl(0, {name = 'CompleterGhost', link = false})")
+    assert hl.get("ctermfg") == 244 and hl.get("fg"), hl
+    nvim.lua("vim.cmd('colorscheme default')")
+    assert nvim.lua("vim.api.nvim_get_hl(0, {name = 'CompleterGhost', link = false})").get("ctermfg") == 244
+    nvim.lua("vim.api.nvim_set_hl(0, 'CompleterGhost', {ctermfg = 33})")
+    nvim.lua("require[[completer]].define_highlight()")
+    assert nvim.lua("vim.api.nvim_get_hl(0, {name = 'CompleterGhost', link = false})").get("ctermfg") == 33
+    nvim.lua("vim.cmd('colorscheme default')")
+
+
 def test_ghost_text_appears_and_tab_inserts_it(nvim):
     nvim.keys("5GAreturn math.")
     before = nvim.line()
@@ -113,7 +127,7 @@ def test_ghost_text_appears_and_tab_inserts_it(nvim):
     assert len(marks) == 1
     _, row, col, details = marks[0]
     assert (row, col) == (4, len(before))
-    assert details["virt_text"][0][0] == ghost.split("\n")[0]
+    assert details["virt_text"][0] == [ghost.split("\n")[0], "CompleterGhost"]
     assert details["virt_text_pos"] == "inline"
     assert nvim.line() == before
     assert nvim.lua("require[[completer]].state.last_latency_ms") > 0

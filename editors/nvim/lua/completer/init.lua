@@ -248,10 +248,25 @@ function M.stats(bufnr)
   return res and res.result
 end
 
+--- The ghost text's highlight, CompleterGhost: Comment's colours, plus a grey for 256-colour terminals. Neovim
+--- 0.11's default Comment has only a GUI colour, so without 'termguicolors' a plain link to Comment drew ghost
+--- text in the normal foreground, like code that is really there. `default`: a user's own CompleterGhost wins;
+--- set again after every :colorscheme (which clears highlights).
+function M.define_highlight()
+  local comment = vim.api.nvim_get_hl(0, { name = "Comment", link = false })
+  vim.api.nvim_set_hl(0, "CompleterGhost", {
+    fg = comment.fg or 0x808080,
+    ctermfg = comment.ctermfg or 244,   -- grey in the 256-colour palette
+    italic = comment.italic,
+    default = true,
+  })
+end
+
 function M.setup(opts)
   M.config = vim.tbl_deep_extend("force", vim.deepcopy(defaults), opts or {})
-  vim.api.nvim_set_hl(0, "CompleterGhost", { link = "Comment", default = true })
   vim.api.nvim_clear_autocmds({ group = group })
+  M.define_highlight()
+  vim.api.nvim_create_autocmd("ColorScheme", { group = group, callback = M.define_highlight })
   vim.api.nvim_create_autocmd("FileType", { group = group, callback = function(a) start(a.buf) end })
   vim.api.nvim_create_autocmd({ "TextChangedI", "TextChangedP" }, { group = group, callback = on_edit })
   vim.api.nvim_create_autocmd("CursorMovedI", {
