@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 BACKENDS = ("torch", "vllm")
-SPECULATION = ("none", "draft", "ngram", "draft+ngram")
+SPECULATION = ("none", "draft", "ngram", "draft+ngram", "eagle3", "ngram_gpu")
+VLLM_ONLY_SPECULATION = ("eagle3", "ngram_gpu")   # vLLM's EAGLE-3 drafter and GPU prompt lookup
 TORCH_QUANTIZATION = (None, "none", "fp16", "int8")
 
 
@@ -26,6 +27,10 @@ class EngineConfig:
     gpu_memory_utilization: float = 0.85      # vLLM only
     enforce_eager: bool = False               # vLLM only: False = CUDA graphs
     load_format: str = "auto"                 # vLLM only: "dummy" = random weights at real shapes
+    drafter: str | None = "house:eagle3"      # vLLM only: EAGLE-3 drafter folder for speculation="eagle3"
+                                              # (made by `completer train-drafter --target <model>`)
+    draft_quantization: str | None = None     # vLLM only: the draft's/drafter's own quantization (e.g. "fp8")
+    draft_tensor_parallel_size: int | None = None  # vLLM only: 1 or tensor_parallel_size (default: the target's)
     # embedded (torch) backend on a CPU:
     threads: int = 0                          # most CPU threads a model step may use (0 = every core)
     adaptive_threads: bool = True             # per phase (prompt / decode step) use 1 or `threads`, whichever
@@ -55,6 +60,18 @@ class EngineConfig:
                              f"choose one of {TORCH_QUANTIZATION}")
         if self.tensor_parallel_size < 1:
             raise ValueError("tensor_parallel_size must be >= 1")
+        if self.speculation in VLLM_ONLY_SPECULATION and self.backend != "vllm":
+            raise ValueError(f"speculation={self.speculation!r} is the vLLM backend's; the embedded backend has "
+                             f"'none', 'draft', 'ngram' and 'draft+ngram'")
+        if self.speculation == "eagle3" and not self.drafter:
+            raise ValueError("speculation='eagle3' needs drafter (an EAGLE-3 drafter folder)")
+        dtp = self.draft_tensor_parallel_size
+        if dtp is not None and dtp not in (1, self.tensor_parallel_size):
+            raise ValueError(f"draft_tensor_parallel_size must be 1 or tensor_parallel_size "
+                             f"({self.tensor_parallel_size}), got {dtp!r}")
+        if (dtp is not None or self.draft_quantization) and self.speculation not in ("draft", "eagle3"):
+            raise ValueError("draft_tensor_parallel_size and draft_quantization apply to speculation='draft' or "
+                             f"'eagle3', not {self.speculation!r}")
 
     @classmethod
     def from_dict(cls, d: dict) -> "EngineConfig":

@@ -1,7 +1,10 @@
 """The vLLM backend: the ``Engine`` interface on vLLM's v1 ``AsyncLLM`` (engine core in its own process).
 
-Speculation is vLLM's own (``speculative_config``): ``draft_model`` (target + small draft) or ``ngram`` (prompt
-lookup). Automatic prefix caching is on unless ``prefix_cache=False``; CUDA graphs (and vLLM's torch.compile) are on
+Speculation is vLLM's own (``speculative_config``): ``draft_model`` (target + small draft), ``eagle3`` (a one-layer
+drafter on the target's hidden states, ``completer train-drafter``), ``ngram`` (prompt lookup on the CPU) or
+``ngram_gpu`` (the same on the GPU, which keeps vLLM's async scheduling). ``quantization`` (e.g. fp8) is passed to
+vLLM for the target, ``draft_quantization`` and ``draft_tensor_parallel_size`` inside ``speculative_config``; all are
+checked before the engine starts. Automatic prefix caching is on unless ``prefix_cache=False``; CUDA graphs (and vLLM's torch.compile) are on
 unless ``enforce_eager=True``. Prompts are tokenized here with the model's ``tokenizer.json`` exactly as the embedded
 backend does, so both backends see the same token ids. Draft/accepted counts per position come from the scheduler's
 ``SpecDecodingStats`` through a stat logger passed to ``AsyncLLM`` (they arrive with each engine step's outputs).
@@ -59,19 +62,74 @@ def engine_kwargs(config: EngineConfig, model: Path | str, draft: Path | str | N
         disable_log_stats=True,          # our stat logger still gets every step's stats (custom loggers force it)
         seed=0,
     )
+    if config.quantization not in (None, "none"):
+        kw["quantization"] = check_quantization(config.quantization, "quantization")
     k = speculative_k(config)
-    if config.speculation == "draft":
+    if config.speculation in ("draft", "eagle3"):
         if draft is None:
-            raise ValueError("speculation='draft' needs a resolved draft model folder")
-        kw["speculative_config"] = {"method": "draft_model", "model": str(draft), "num_speculative_tokens": k}
-    elif config.speculation == "ngram":
-        kw["speculative_config"] = {"method": "ngram", "num_speculative_tokens": k,
+            raise ValueError(f"speculation={config.speculation!r} needs a resolved "
+                             f"{'draft model' if config.speculation == 'draft' else 'drafter'} folder")
+        if config.speculation == "eagle3":
+            check_eagle3_drafter(draft, weights=config.load_format != "dummy")
+        spec = {"method": "draft_model" if config.speculation == "draft" else "eagle3", "model": str(draft),
+                "num_speculative_tokens": k}
+        if config.draft_quantization not in (None, "none"):
+            spec["quantization"] = check_quantization(config.draft_quantization, "draft_quantization")
+        if config.draft_tensor_parallel_size is not None:
+            spec["draft_tensor_parallel_size"] = config.draft_tensor_parallel_size
+        kw["speculative_config"] = spec
+    elif config.speculation in ("ngram", "ngram_gpu"):
+        kw["speculative_config"] = {"method": config.speculation, "num_speculative_tokens": k,
                                     "prompt_lookup_min": config.ngram_min, "prompt_lookup_max": config.ngram_max}
     elif config.speculation == "draft+ngram":
         raise ValueError("the vLLM backend runs one proposer per engine: use speculation='draft' or 'ngram' "
                          "('draft+ngram' is the embedded backend's)")
     kw.update(overrides)
     return kw
+
+
+# vLLM 0.26's quantization methods a dense Llama/Qwen2 target or draft can use (vllm/model_executor/layers/quantization)
+VLLM_QUANTIZATION = ("fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "bitsandbytes",
+                     "gguf", "modelopt", "fbgemm_fp8", "experts_int8")
+NEEDS_SM89 = ("fp8", "fbgemm_fp8", "modelopt")   # fp8 tensor cores: Ada (8.9) / Hopper (9.0) and newer
+
+
+def check_quantization(method: str, setting: str, capability: tuple[int, int] | None = None) -> str:
+    """``method`` if vLLM can run it here, else ValueError naming ``setting`` — before the slow engine start.
+    ``capability``: the GPU's compute capability (read from torch when not given; not checked without a GPU)."""
+    if method not in VLLM_QUANTIZATION:
+        raise ValueError(f"{setting}={method!r} is not a vLLM quantization method; choose one of {VLLM_QUANTIZATION}")
+    if method in NEEDS_SM89:
+        if capability is None:
+            try:
+                import torch
+
+                capability = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
+            except Exception:
+                capability = None
+        if capability is not None and tuple(capability) < (8, 9):
+            raise ValueError(f"{setting}={method!r} needs fp8 tensor cores (compute capability 8.9+, Ada/Hopper); "
+                             f"this GPU has {capability[0]}.{capability[1]}")
+    return method
+
+
+def check_eagle3_drafter(folder: Path | str, weights: bool = True) -> None:
+    """An EAGLE-3 drafter folder (config.json with LlamaForCausalLMEagle3 and model.safetensors), or ValueError
+    naming the setting — so a wrong folder fails at once, not after vLLM has loaded the target."""
+    import json
+
+    folder = Path(folder)
+    cfg = folder / "config.json"
+    try:
+        d = json.loads(cfg.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"drafter {folder}: no readable config.json ({e})") from None
+    archs = d.get("architectures") or []
+    if not any("Eagle3" in a for a in archs):
+        raise ValueError(f"drafter {folder} is not an EAGLE-3 drafter (architectures {archs}); "
+                         f"make one with `completer train-drafter --target <model> --out <folder>`")
+    if weights and not list(folder.glob("*.safetensors")):
+        raise ValueError(f"drafter {folder} has no *.safetensors weights")
 
 
 def sampling_kwargs(request: Request) -> dict:
@@ -133,7 +191,8 @@ class VLLMEngine:
         self.config = config
         self.model_path, self.tokenizer = open_model(config.model)
         try:
-            self.draft_path = resolve_model(config.draft) if config.speculation == "draft" else None
+            self.draft_path = (resolve_model(config.draft) if config.speculation == "draft" else
+                               resolve_model(config.drafter) if config.speculation == "eagle3" else None)
         except FileNotFoundError as e:
             raise EngineError(str(e)) from e
         try:

@@ -1,0 +1,87 @@
+"""CPU tests: the vLLM settings of issues 15/16 (eagle3, ngram_gpu, quantization, draft placement) map to vLLM's
+arguments, and a wrong value is a ValueError naming the setting before any engine starts."""
+
+import json
+
+import pytest
+
+from completer.engine import EngineConfig
+from completer.engine.vllm_engine import check_quantization, engine_kwargs
+
+
+def cfg(**kw):
+    return EngineConfig(backend="vllm", **kw)
+
+
+@pytest.fixture
+def drafter(tmp_path):
+    d = tmp_path / "eagle3"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
+    (d / "model.safetensors").write_bytes(b"")
+    return d
+
+
+def test_eagle3_maps_to_vllm_method_with_the_drafter(drafter):
+    kw = engine_kwargs(cfg(speculation="eagle3", num_speculative_tokens=5), "/m/t", drafter)
+    assert kw["speculative_config"] == {"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 5}
+
+
+def test_eagle3_rejects_a_folder_that_is_not_a_drafter(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    with pytest.raises(ValueError, match="not an EAGLE-3 drafter"):
+        engine_kwargs(cfg(speculation="eagle3"), "/m/t", tmp_path)
+    with pytest.raises(ValueError, match="no readable config.json"):
+        engine_kwargs(cfg(speculation="eagle3"), "/m/t", tmp_path / "missing")
+
+
+def test_eagle3_with_dummy_weights_needs_no_safetensors(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
+    with pytest.raises(ValueError, match="no \\*.safetensors"):
+        engine_kwargs(cfg(speculation="eagle3"), "/m/t", tmp_path)
+    kw = engine_kwargs(cfg(speculation="eagle3", load_format="dummy"), "/m/t", tmp_path)
+    assert kw["speculative_config"]["method"] == "eagle3"
+
+
+def test_ngram_gpu_keeps_the_lookup_bounds():
+    kw = engine_kwargs(cfg(speculation="ngram_gpu", num_speculative_tokens=4, ngram_min=2, ngram_max=5), "/m/t")
+    assert kw["speculative_config"] == {"method": "ngram_gpu", "num_speculative_tokens": 4,
+                                        "prompt_lookup_min": 2, "prompt_lookup_max": 5}
+
+
+def test_quantization_of_target_and_draft_and_draft_placement(drafter):
+    kw = engine_kwargs(cfg(speculation="eagle3", quantization="fp8", draft_quantization="fp8", tensor_parallel_size=2,
+                           draft_tensor_parallel_size=1), "/m/t", drafter)
+    assert kw["quantization"] == "fp8"
+    assert kw["speculative_config"]["quantization"] == "fp8"
+    assert kw["speculative_config"]["draft_tensor_parallel_size"] == 1
+    assert "quantization" not in engine_kwargs(cfg(speculation="none"), "/m/t")
+
+
+@pytest.mark.parametrize("settings,match", [
+    (dict(speculation="none", quantization="fp4000"), "quantization='fp4000' is not a vLLM quantization"),
+    (dict(speculation="draft", draft_quantization="int3"), "draft_quantization='int3'"),
+])
+def test_unknown_quantization_names_the_setting(settings, match):
+    with pytest.raises(ValueError, match=match):
+        engine_kwargs(cfg(**settings), "/m/t", "/m/d")
+
+
+def test_fp8_on_a_gpu_without_fp8_tensor_cores_is_refused():
+    with pytest.raises(ValueError, match="compute capability 8.9"):
+        check_quantization("fp8", "quantization", capability=(8, 0))
+    assert check_quantization("fp8", "quantization", capability=(9, 0)) == "fp8"
+    assert check_quantization("awq", "quantization", capability=(7, 5)) == "awq"
+
+
+@pytest.mark.parametrize("settings,match", [
+    (dict(backend="torch", speculation="eagle3"), "vLLM backend's"),
+    (dict(backend="torch", speculation="ngram_gpu"), "vLLM backend's"),
+    (dict(backend="vllm", speculation="eagle3", drafter=None), "needs drafter"),
+    (dict(backend="vllm", speculation="draft", tensor_parallel_size=4, draft_tensor_parallel_size=2),
+     "draft_tensor_parallel_size must be 1 or tensor_parallel_size"),
+    (dict(backend="vllm", speculation="ngram", draft_quantization="fp8"), "apply to speculation='draft'"),
+])
+def test_config_errors_name_the_setting(settings, match):
+    with pytest.raises(ValueError, match=match):
+        EngineConfig(**settings)
