@@ -3,6 +3,8 @@ sizeof(buf)...``) writes until the token limit; the ghost text stops where the l
 
 from __future__ import annotations
 
+import re
+
 from .context import Context
 
 MIN_UNIT = 3          # shorter units ("0, 0, 0", "====") are ordinary code
@@ -16,24 +18,33 @@ def _collapsed(text: str) -> tuple[str, list[int]]:
     return "".join(text[i] for i in keep), keep
 
 
+MAX_UNIT = 64         # longer loops are not looked for (the search stays linear in the text's length)
+SCAN_CHARS = 4000     # non-space characters searched (a completion is a few hundred; junk input stays cheap)
+_THRICE = re.compile(r"(?=(.{%d,%d}?)\1\1)" % (MIN_UNIT, MAX_UNIT), re.S)
+_TWICE = re.compile(r"(?=(.{%d,%d}?)\1)" % (LONG_UNIT, MAX_UNIT), re.S)
+
+
 def loop_start(text: str) -> int | None:
     """Index in ``text`` where a repetition loop's second unit begins, or None. A loop is a unit of at least
     MIN_UNIT non-space characters (with a letter or digit in it) repeated back to back three times, or twice when
-    the unit is long and the repetition runs to the end of the text."""
+    the unit is long and the repetition runs to the end of the text (the model was cut off inside the loop)."""
     s, where = _collapsed(text)
-    n = len(s)
-    for i in range(n):
-        for p in range(MIN_UNIT, (n - i) // 2 + 1):
-            unit = s[i:i + p]
-            if s[i + p:i + 2 * p] != unit or not any(c.isalnum() for c in unit):
-                continue
-            k, j = 2, i + 2 * p
-            while s[j:j + p] == unit:
-                k, j = k + 1, j + p
-            to_end = s[j:] == unit[: n - j]                   # the rest is the start of one more unit
-            if k >= 3 or (p >= LONG_UNIT and to_end):
-                return where[i + p]
-    return None
+    s = s[:SCAN_CHARS]
+    found = None
+    for m in _THRICE.finditer(s):
+        if any(c.isalnum() for c in m.group(1)):
+            found = m.start() + len(m.group(1))
+            break
+    for m in _TWICE.finditer(s):
+        if found is not None and m.start() + len(m.group(1)) >= found:
+            break
+        unit, j = m.group(1), m.start() + 2 * len(m.group(1))
+        while s.startswith(unit, j):
+            j += len(unit)
+        if s[j:] == unit[: len(s) - j] and any(c.isalnum() for c in unit):
+            found = m.start() + len(unit)
+            break
+    return None if found is None else where[found]
 
 
 def cut_repetition(text: str, ctx: Context) -> str:
