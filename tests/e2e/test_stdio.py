@@ -56,6 +56,12 @@ async def test_ghost_text_for_python_file(client):
                                                                                    item.range.end.character)
 
 
+async def test_the_server_runs_the_shipped_house_pair(client):
+    """What the end-to-end tests promise: the engine behind the server is the shipped pair, not a stand-in."""
+    engine = (await stats(client))["config"]["engine"]
+    assert (engine["model"], engine["draft"]) == ("house:target", "house:draft"), engine
+
+
 async def _start_inflight(client, uri, line, ch, msg_id=None):
     """Send an inline completion and wait until its engine request has started."""
     base = (await stats(client))["server"]["engine_requests"]
