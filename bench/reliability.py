@@ -29,7 +29,6 @@ import platform
 import random
 import re
 import shlex
-import statistics
 import subprocess
 import sys
 import tempfile

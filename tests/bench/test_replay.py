@@ -8,7 +8,6 @@ import pytest
 
 from bench import replay
 from bench import trace as tr
-from bench.lspclient import Server
 
 URI = "file:///bench/t.py"
 TEXT = "def add(a, b):\n    \n\nprint(add(1, 2))\n"

@@ -1,9 +1,7 @@
 import random
 
-import pytest
-
 from completer.models.fim import chunks, encode_samples, fim_pieces, pack, split_fim
-from completer.models.tokenizer import EOS, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, save_tokenizer, train_tokenizer
+from completer.models.tokenizer import EOS, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, train_tokenizer
 
 TEXT = "".join(f"def f{i}(x):\n    return x * {i}\n\n" for i in range(200))
 
