@@ -108,6 +108,14 @@ class CompleterProtocol(LanguageServerProtocol):
             return
         super().handle_message(message)
 
+    def _handle_cancel_notification(self, msg_id):
+        """A ``$/cancelRequest`` for a request already answered is normal (the answer and the cancel cross on the
+        wire, at every keystroke of a fast typist): a debug line, not pygls' warning that filled the log."""
+        if msg_id not in self._request_futures:
+            log.debug("$/cancelRequest for %r: already answered", msg_id)
+            return
+        super()._handle_cancel_notification(msg_id)
+
     def send_error(self, msg_id: Any, code: int, message: str) -> None:
         self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}})
 
@@ -152,6 +160,7 @@ class CompleterServer(LanguageServer):
         self.policy = policy if policy is not None else security.Policy()
         self.lifecycle = Lifecycle(self.engine_host, lambda: self.config)
         self.exit_hook = None  # set by the TCP/websocket transports: what `exit` does for one connection
+        self.inbox = None      # set by the transports: the connection's lsp.inbox.Inbox
 
     # --- errors -------------------------------------------------------------------------------------------
     def report_server_error(self, error: Exception, source) -> None:
@@ -222,6 +231,7 @@ class CompleterServer(LanguageServer):
             "engineError": self.engine_host.error,
             "documents": len(self.documents),
             "positionEncoding": self.documents.encoding,
+            "inbox": dataclasses.asdict(self.inbox.stats) if self.inbox is not None else None,
             "config": self.config.to_json(),
         }
 

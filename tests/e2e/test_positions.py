@@ -11,8 +11,12 @@ TEXT = "import os\n\n\ndef main():\n    result = os.path.join('a', 'b')\n    ret
 
 
 @pytest.fixture
-async def client(engine_options, tmp_path):
-    server = Server("stdio", log_path=tmp_path / "server.log")
+async def server(tmp_path):
+    return Server("stdio", log_path=tmp_path / "server.log")
+
+
+@pytest.fixture
+async def client(server, engine_options):
     c = await server.start()
     assert "result" in await c.initialize(engine_options, maxTokens=12, debounceMs=0)
     await c.wait_ready()
@@ -64,3 +68,11 @@ async def test_the_selected_suggestion_is_extended_and_its_range_replaced(client
     bad = {"range": {"start": {"line": 60, "character": 0}, "end": {"line": 60, "character": 2}}, "text": "x"}
     r = await client.ask("textDocument/inlineCompletion", inline(6, 9, selectedCompletionInfo=bad))
     assert r["error"]["code"] == -32602 and "selectedCompletionInfo.range" in r["error"]["message"]
+
+
+async def test_a_cancel_for_an_answered_request_is_not_a_warning(client: Client, server: Server):
+    r = await client.ask("textDocument/inlineCompletion", inline(5, 4), rid="answered-1")
+    assert "result" in r
+    await client.notify("$/cancelRequest", {"id": "answered-1"})   # crossed with the answer on the wire
+    assert "result" in await client.ask("completer/health")
+    assert "Cancel notification for unknown message id" not in server.log_text()
