@@ -409,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (smoke tests)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="no training: write the held-out acceptance report of the drafter already in --out")
     args = ap.parse_args(argv)
     t0 = time.time()
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
@@ -440,6 +442,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"target {target_dir}: {tc.num_hidden_layers} layers, hidden {tc.hidden_size}, vocab {tc.vocab_size}; "
           f"drafter: aux layers {cfg.aux_layer_ids}, draft vocab {dv}, device {device}", flush=True)
 
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if gpu else torch.autocast("cpu", enabled=False)
+    out = Path(args.out)
+    if args.report_only:
+        drafter = Eagle3Drafter.load(out, device=device, dtype=torch.float32)
+        meta = json.loads((out / "train_meta.json").read_text()) if (out / "train_meta.json").is_file() else {}
+        return _report(drafter, target, tok, eos, n_eval, args, tc, device, amp, out, meta, t0)
     print(f"encoding up to {corpus_mb} MB of FIM samples ...", flush=True)
     texts = [t for _, t in corpus.iter_texts("train", int(corpus_mb * 1e6))]
     random.Random(args.seed).shuffle(texts)
@@ -468,7 +476,6 @@ def main(argv: list[str] | None = None) -> int:
         drafter.set_vocab(choose_draft_vocab(stream, tc.vocab_size, dv))
         draft_ids = drafter.draft_ids()
     opt = torch.optim.AdamW(drafter.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0, fused=gpu)
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if gpu else torch.autocast("cpu", enabled=False)
     if gpu:
         data = data.to(device)
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -506,12 +513,17 @@ def main(argv: list[str] | None = None) -> int:
             "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
             "train_top1_per_step": agree, "params": sum(p.numel() for p in drafter.parameters()),
             "seconds_training": time.time() - start}
-    out = Path(args.out)
     drafter.save(out, meta)                     # saved before the report, so a cut-off report loses no training
-    print(f"saved {out}; acceptance report on {n_eval} held-out FIM prompts ...", flush=True)
+    return _report(drafter, target, tok, eos, n_eval, args, tc, device, amp, out, meta, t0)
+
+
+def _report(drafter, target, tok, eos, n_eval, args, tc, device, amp, out: Path, meta: dict, t0: float) -> int:
+    print(f"acceptance report on {n_eval} held-out FIM prompts ...", flush=True)
     prompts = heldout_prompts(tok, n_eval, args.seed + 7, max_len=min(900, tc.max_position_embeddings - 64))
     with amp:
         report = acceptance_report(drafter, target, prompts, args.eval_tokens, eos, device)
+    report["command"] = "completer train-drafter " + " ".join(sys.argv[1:])
+    report["device"] = torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor() or "cpu"
     meta.update(heldout=report, seconds_total=time.time() - t0)
     (out / "train_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     acc = ", ".join(f"{a:.2f}" for a in report["acceptance_per_position"] if a is not None)
