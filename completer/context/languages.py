@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import re
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlparse
 
@@ -101,12 +102,31 @@ def grammar(language: str):
         return None
 
 
+def _query_file(name: str) -> str | None:
+    path = QUERY_DIR / f"{name}.scm"
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8")
+    inherits = re.match(r";\s*inherits:\s*([\w, ]+)\n", text)
+    if inherits is None:
+        return text
+    parents = [_query_file(n.strip()) for n in inherits.group(1).split(",") if n.strip()]
+    return "".join(p + "\n" for p in parents if p) + text
+
+
+@functools.lru_cache(maxsize=None)
+def query_source(language: str) -> str | None:
+    """The text of ``queries/<language>.scm`` (TSX uses TypeScript's) with the files its first line
+    ``; inherits: a, b`` names put in front, so patterns two grammars share are written once; None without one."""
+    return _query_file("typescript" if language == "tsx" else language)
+
+
 @functools.lru_cache(maxsize=None)
 def query(language: str):
-    """The compiled context query (``queries/<language>.scm``) for a canonical name, or None."""
+    """The compiled context query (``query_source``) for a canonical name, or None."""
     lang = grammar(language)
-    path = QUERY_DIR / f"{'typescript' if language == 'tsx' else language}.scm"
-    if lang is None or not path.is_file():
+    src = query_source(language)
+    if lang is None or src is None:
         return None
     import tree_sitter
-    return tree_sitter.Query(lang, path.read_text(encoding="utf-8"))
+    return tree_sitter.Query(lang, src)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from completer.text import clean_surrogates as sanitize, indentation as _indent_of, width as _width
 
-from .languages import INDENTED, grammar, query
+from .languages import INDENTED, grammar, query, query_source
 
 MAX_PARSE_CHARS = 160_000       # documents longer than this are parsed in a window around the cursor
 WINDOW_BEFORE = 100_000         # characters of the window before the cursor
@@ -53,8 +53,7 @@ def _queries(language: str):
     if q is None:
         return None
     import tree_sitter
-    from .languages import QUERY_DIR
-    src = (QUERY_DIR / f"{'typescript' if language == 'tsx' else language}.scm").read_text(encoding="utf-8")
+    src = query_source(language)
     structure, names = q, tree_sitter.Query(grammar(language), src)
     data = src.encode("utf-8")
     for i in range(q.pattern_count):   # split the patterns: identifier uses vs structure
