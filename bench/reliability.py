@@ -14,8 +14,8 @@
    size limits -> the errors clients get;
 4. exposure: handshakes from a foreign Origin, without/with the token.
 
-Writes ``reliability.md``, ``reliability.json`` and ``reliability.png`` to ``--out``. The engine is the shipped house
-pair when present, else a tiny random-weight pair built on the spot (recorded in the results).
+Writes ``reliability.md``, ``reliability.json`` and ``reliability.png`` to ``--out`` (default: a new folder,
+never the committed results). The engine is the shipped house pair.
 """
 
 from __future__ import annotations
@@ -534,9 +534,12 @@ def main(argv=None) -> None:
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--long", action="store_true", help="400 fuzz examples per property instead of 40")
     ap.add_argument("--skip-fuzz", action="store_true")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--out", default=None,
+                    help="output folder (default: a new bench/results/reliability-<UTC time>/, never the committed "
+                         "results)")
     args = ap.parse_args(argv)
-    out = Path(args.out)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out = Path(args.out or ROOT / "bench" / "results" / f"reliability-{stamp}")
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
