@@ -183,7 +183,8 @@ class Lifecycle:
             else:
                 self.stats.empty_completions += 1
             self.stats.last_latency_ms = (time.perf_counter() - t0) * 1000
-            self._observe("cache" if result.from_cache else "served" if result.text else "empty", t0)
+            self._observe("cache" if result.from_cache else "reused" if result.reused else
+                          "served" if result.text else "empty", t0)
             return result
         except asyncio.CancelledError:
             self.stats.requests_cancelled += 1
