@@ -1,4 +1,5 @@
-"""stdio, TCP and websocket transports, on pygls' message loops (``pygls.io_.run_async`` / ``run_websocket``).
+"""stdio, TCP and websocket transports: frames are read into each connection's bounded :class:`lsp.inbox.Inbox`
+(stale completion requests collapsed per document, "busy" over capacity) and handed to pygls' protocol in order.
 
 Unlike pygls' ``start_tcp``/``start_ws`` (one protocol for the whole process, and the process ends when the first
 client leaves), every TCP or websocket connection gets its own server (its own documents, settings and request
@@ -15,10 +16,11 @@ import sys
 import threading
 from typing import Callable
 
-from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async, run_websocket
+from pygls.io_ import StdinAsyncReader, StdoutWriter, WebSocketWriter
 
 from . import security
 from .engine_host import EngineHost
+from .inbox import Inbox, frame_reader, pump
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,12 @@ def _limited(reader, server, policy: security.Policy):
         server.protocol.send_error(None, -32600, f"message of {n} bytes exceeds the limit of "
                                                  f"{policy.max_message_bytes} (--max-message-bytes)")
     return security.FrameLimitReader(reader, policy.max_message_bytes, oversize)
+
+
+def _inbox(server) -> Inbox:
+    """The connection's bounded inbox (lsp.inbox); the server reports it in completer/stats."""
+    server.inbox = Inbox(server.protocol.send_error)
+    return server.inbox
 
 
 async def _finish(server) -> None:
@@ -45,8 +53,8 @@ def serve_stdio(server, host: EngineHost, policy: security.Policy) -> None:
         reader = _limited(StdinAsyncReader(sys.stdin.buffer, server.thread_pool), server, policy)
         server.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
         try:
-            await run_async(stop_event=stop, reader=reader, protocol=server.protocol, logger=log,
-                            error_handler=server.report_server_error)
+            await pump(frame_reader(reader), _inbox(server), server.protocol, stop,
+                       error_handler=server.report_server_error)
         finally:
             log.info("client gone (end of input): aborting its requests")
             await _finish(server)
@@ -69,9 +77,8 @@ def serve_tcp(make_server: Callable[[], object], bind: str, port: int, host: Eng
         server.exit_hook = writer.close
         server.protocol.set_writer(writer)
         try:
-            await run_async(stop_event=threading.Event(), reader=_limited(reader, server, policy),
-                            protocol=server.protocol, logger=log,
-                            error_handler=server.report_server_error)
+            await pump(frame_reader(_limited(reader, server, policy)), _inbox(server), server.protocol,
+                       error_handler=server.report_server_error)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
@@ -98,10 +105,21 @@ def serve_ws(make_server: Callable[[], object], bind: str, port: int, host: Engi
     async def connection(websocket) -> None:
         server = make_server()
         server.exit_hook = lambda: asyncio.ensure_future(websocket.close())
+        from websockets.exceptions import ConnectionClosed
+
+        server.protocol.set_writer(WebSocketWriter(websocket), include_headers=False)
+
+        async def read() -> bytes | None:
+            try:
+                data = await websocket.recv(decode=False)
+            except ConnectionClosed:
+                return None
+            return data if isinstance(data, bytes) else data.encode("utf-8")
+
         try:
-            await run_websocket(websocket=websocket, stop_event=threading.Event(), protocol=server.protocol,
-                                logger=log, error_handler=server.report_server_error)
+            await pump(read, _inbox(server), server.protocol, error_handler=server.report_server_error)
         finally:
+            await websocket.close()
             await _finish(server)
 
     async def main() -> None:

@@ -1,0 +1,103 @@
+"""The connection's inbox (lsp.inbox): stale completion requests collapsed per document, $/cancelRequest of a
+waiting request, "busy" over capacity, edits never dropped or reordered, and the pump handing messages over in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from lsp.inbox import REQUEST_CANCELLED, REQUEST_FAILED, Inbox, frame_reader, pump
+
+
+def msg(method: str, params: dict, id=None) -> bytes:
+    m = {"jsonrpc": "2.0", "method": method, "params": params}
+    if id is not None:
+        m["id"] = id
+    return json.dumps(m).encode()
+
+
+def inline(id, uri="file:///a.py", line=0):
+    return msg("textDocument/inlineCompletion",
+               {"textDocument": {"uri": uri}, "position": {"line": line, "character": 0}}, id)
+
+
+def change(version, uri="file:///a.py", text="x"):
+    return msg("textDocument/didChange", {"textDocument": {"uri": uri, "version": version},
+                                          "contentChanges": [{"text": text}]})
+
+
+def make(capacity=16):
+    replies: list[tuple] = []
+    return Inbox(lambda i, code, text: replies.append((i, code, text)), capacity=capacity), replies
+
+
+async def drain(inbox: Inbox) -> list[dict]:
+    inbox.close()
+    out = []
+    while (b := await inbox.get()) is not None:
+        out.append(json.loads(b))
+    return out
+
+
+async def test_a_newer_completion_request_supersedes_the_waiting_one_of_the_same_document():
+    inbox, replies = make()
+    for i, body in enumerate([inline(1), change(2), inline(2), inline(3, uri="file:///b.py"), change(3),
+                              inline(4)]):
+        inbox.put(body)
+    handled = await drain(inbox)
+    assert [(m.get("id"), m["method"]) for m in handled] == [
+        (None, "textDocument/didChange"), (3, "textDocument/inlineCompletion"), (None, "textDocument/didChange"),
+        (4, "textDocument/inlineCompletion")]
+    assert [(i, code) for i, code, _ in replies] == [(1, REQUEST_CANCELLED), (2, REQUEST_CANCELLED)]
+    assert inbox.stats.superseded == 2 and inbox.stats.received == 6
+
+
+async def test_cancel_request_removes_a_waiting_request_and_is_answered():
+    inbox, replies = make()
+    inbox.put(inline(7))
+    inbox.put(msg("$/cancelRequest", {"id": 7}))
+    inbox.put(msg("$/cancelRequest", {"id": 99}))          # not waiting here: goes to pygls as usual
+    handled = await drain(inbox)
+    assert [m["method"] for m in handled] == ["$/cancelRequest"]
+    assert replies[0][:2] == (7, REQUEST_CANCELLED) and inbox.stats.cancelled == 1
+
+
+async def test_over_capacity_a_completion_is_refused_as_busy_but_edits_are_kept():
+    inbox, replies = make(capacity=2)
+    inbox.put(inline(1, uri="file:///a.py"))
+    inbox.put(inline(2, uri="file:///b.py"))
+    inbox.put(change(2, uri="file:///c.py"))
+    inbox.put(inline(3, uri="file:///c.py"))              # a third waiting request: busy
+    for v in range(3, 40):
+        inbox.put(change(v, uri="file:///c.py", text=str(v)))
+    handled = await drain(inbox)
+    assert replies == [(3, REQUEST_FAILED, replies[0][2])] and "server busy" in replies[0][2]
+    edits = [m["params"]["textDocument"]["version"] for m in handled if m["method"] == "textDocument/didChange"]
+    assert edits == list(range(2, 40))                    # every edit, in order
+    assert inbox.stats.busy == 1
+
+
+async def test_pump_hands_frames_to_the_protocol_in_order_and_stops_at_end_of_input():
+    frames = [inline(1), change(2), inline(2)]
+    data = b"".join(b"Content-Length: %d\r\n\r\n%s" % (len(f), f) for f in frames)
+    reader = asyncio.StreamReader()
+    reader.feed_data(data)
+    reader.feed_eof()
+
+    class Protocol:
+        def __init__(self):
+            self.seen = []
+
+        def structure_message(self, d):
+            return d
+
+        def handle_message(self, m):
+            self.seen.append((m.get("id"), m["method"]))
+
+    inbox, replies = make()
+    p = Protocol()
+    await pump(frame_reader(reader), inbox, p)
+    # all three frames were buffered: the reader put them before the handler ran, so request 1 was superseded
+    assert p.seen == [(None, "textDocument/didChange"), (2, "textDocument/inlineCompletion")]
+    assert replies[0][:2] == (1, REQUEST_CANCELLED)
