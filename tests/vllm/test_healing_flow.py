@@ -1,0 +1,85 @@
+"""Token healing's control flow in the vLLM backend, without vLLM: a fake ``AsyncLLM`` that plays back token ids.
+
+The GPU contract test (tests/vllm/test_contract.py::test_token_healing) checks the real engine; this one runs
+everywhere and checks what the backend asks vLLM for: one one-token request per healing step with
+``allowed_token_ids`` from ``completer.healing``, then the main request from prompt + healing tokens with the
+remaining budget, and the text the healing tokens add past the re-typed characters streamed first.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from tokenizers import Tokenizer
+
+from completer import healing
+from completer.engine.base import Counters, Request
+from completer.engine.vllm_engine import VLLMEngine
+from completer.models import HOUSE_DIR
+
+
+class FakeLLM:
+    """Plays back ``script[request_id]`` (token ids) as one finished DELTA output; records each call."""
+
+    def __init__(self, tok, script: dict[str, list[int]]):
+        self.tok, self.script, self.calls = tok, script, []
+
+    def generate(self, prompt, params, rid):
+        self.calls.append((rid, list(prompt["prompt_token_ids"]), params))
+        ids = self.script[rid.split("#")[0] + ("#" + rid.split("#")[1] if "#" in rid else "")]
+
+        async def stream():
+            yield SimpleNamespace(num_cached_tokens=0, finished=True, outputs=[SimpleNamespace(
+                token_ids=ids, text=self.tok.decode(ids), finish_reason="length")])
+        return stream()
+
+    async def abort(self, rid):
+        pass
+
+
+def engine(tok, script) -> VLLMEngine:
+    e = object.__new__(VLLMEngine)
+    e.tokenizer, e.llm, e.max_model_len = tok, FakeLLM(tok, script), 4096
+    e._SamplingParams, e._DELTA = (lambda **kw: kw), "delta"
+    e._counters, e._active, e._closed = Counters(), set(), False
+    return e
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return Tokenizer.from_file(str(HOUSE_DIR / "target" / "tokenizer.json"))
+
+
+async def run(e, request):
+    text, ids, last = "", [], None
+    async for chunk in e.generate(request):
+        text, ids, last = text + chunk.text, ids + list(chunk.token_ids), chunk
+    return text, ids, last
+
+
+async def test_healing_steps_then_the_main_request(tok):
+    select = tok.token_to_id("select")
+    rest = tok.encode("ed_items)", add_special_tokens=False).ids
+    e = engine(tok, {"r#heal0": [select], "r": rest})
+    prompt = tok.encode("x = self.", add_special_tokens=False).ids
+    text, ids, last = await run(e, Request("r", prompt, max_new_tokens=8, heal="sel"))
+    assert text == "ected_items)" and ids == [select] + rest and last.finished
+    (hid, hprompt, hparams), (mid, mprompt, mparams) = e.llm.calls
+    assert hid == "r#heal0" and hprompt == prompt and hparams["max_tokens"] == 1 and hparams["stop"] == []
+    assert hparams["allowed_token_ids"] == list(healing.allowed_tokens(tok, "sel"))
+    assert mid == "r" and mprompt == prompt + [select] and mparams["max_tokens"] == 7
+
+
+async def test_a_token_shorter_than_the_healed_text_takes_another_step(tok):
+    se, l_ = tok.token_to_id("se"), tok.token_to_id("l")
+    e = engine(tok, {"r#heal0": [se], "r#heal1": [l_], "r": tok.encode("f.x", add_special_tokens=False).ids})
+    text, ids, _ = await run(e, Request("r", [5, 6, 7], max_new_tokens=8, heal="sel"))
+    assert text == "f.x" and ids[:2] == [se, l_]
+    assert e.llm.calls[1][2]["allowed_token_ids"] == list(healing.allowed_tokens(tok, "l"))
+
+
+async def test_a_stop_string_in_the_healing_token_ends_the_request(tok):
+    e = engine(tok, {"r#heal0": [tok.token_to_id("select")]})
+    text, _, last = await run(e, Request("r", [5, 6, 7], max_new_tokens=8, heal="sel", stop=("ct",)))
+    assert text == "e" and last.finish_reason == "stop" and len(e.llm.calls) == 1    # no main request
