@@ -5,16 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-# the tests import these from tests.helpers.editor_tools; the line below keeps ``from conftest import ...`` in a
-# test file not yet moved over working (remove once none is left)
-from tests.helpers.editor_tools import EDITORS, ROOT, SERVER_CMD, require_tool, which  # noqa: F401
-
-sys.path.insert(0, str(Path(__file__).parent))
+from tests.helpers.editor_tools import ROOT, SERVER_CMD
 
 
 @pytest.fixture(scope="session")

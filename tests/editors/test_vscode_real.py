@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EDITORS, ROOT, require_tool, which
+from tests.helpers.editor_tools import EDITORS, require_tool, which
 
 VSCODE = EDITORS / "vscode"
 DRIVER = VSCODE / "test" / "real-vscode" / "drive.mjs"
