@@ -50,8 +50,8 @@ export class CompleterConnection {
     return init;
   }
 
-  open(uri, languageId, text) {
-    this.rpc.notify('textDocument/didOpen', { textDocument: { uri, languageId, version: 1, text } });
+  open(uri, languageId, text, version = 1) {
+    this.rpc.notify('textDocument/didOpen', { textDocument: { uri, languageId, version, text } });
   }
 
   change(uri, version, changes) {

@@ -21,20 +21,24 @@ const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', 
 
 let lsp, wsUrl, httpServer, context, page, profile;
 
-function startLsp() {
+let serverLog = '';      // every server's stderr (WARNING and up), checked for noise at the end
+const pageErrors = [];   // uncaught errors in the page
+
+function startLsp(port = 0) {
   // Websocket clients may only name house:* models or the ones the operator lists with --model.
   const allow = [engine.model, engine.draft].filter((m) => m && !m.startsWith('house:')).flatMap((m) => ['--model', m]);
-  const proc = spawn(serverCmd[0], [...serverCmd.slice(1), '--ws', '127.0.0.1:0', '--log-level', 'WARNING', ...allow],
+  const proc = spawn(serverCmd[0], [...serverCmd.slice(1), '--ws', `127.0.0.1:${port}`, '--log-level', 'WARNING', ...allow],
                      { stdio: ['ignore', 'ignore', 'pipe'] });
+  proc.stderr.on('data', (d) => { serverLog += d; });
   let log = '';
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${log}`)), 60000);
     proc.stderr.on('data', (d) => {
       log += d;
       const m = /listening on ws .*?(\d+)\)/.exec(log);
-      if (m && !wsUrl) {
+      if (m) {
         clearTimeout(timer);
-        wsUrl = `ws://127.0.0.1:${m[1]}`;
+        wsUrl ??= `ws://127.0.0.1:${m[1]}`;
         resolve(proc);
       }
     });
@@ -51,7 +55,7 @@ before(async () => {
     viewport: { width: 900, height: 360 },
   });
   page = context.pages()[0] ?? await context.newPage();
-  page.on('pageerror', (e) => { if (e.message !== 'Canceled') console.error('page error:', e); }); // Monaco's own
+  page.on('pageerror', (e) => { pageErrors.push(String(e)); console.error('page error:', e); });
   page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') console.error('page:', m.text()); });
   const options = { engine, maxTokens: 12, debounceMs: 5 };
   const url = `http://127.0.0.1:${httpServer.address().port}/?server=${encodeURIComponent(wsUrl)}` +
@@ -134,4 +138,43 @@ test('typing on cancels the request in flight and the server sees it', async () 
   await page.waitForFunction(() => !document.querySelector('.ghost-text-decoration, .ghost-text'), null,
                              { timeout: 5000 });
   assert.equal(await value(), typed);
+});
+
+test('a dropped websocket reconnects: the server restarts on its port and ghost text comes back', async () => {
+  const port = Number(new URL(wsUrl).port);
+  lsp.kill('SIGTERM');
+  await page.waitForFunction(() => !window.completer.ready && /reconnecting/.test(document.querySelector('#status').textContent),
+                             null, { timeout: 20000 });
+  lsp = await startLsp(port);
+  await page.waitForFunction(() => window.completer.ready && window.completer.connections === 2, null,
+                             { timeout: 120000 });
+  // The new server got the document as it is now: ghost text where the cursor is.
+  await page.evaluate(() => window.completer.configure({ debounceMs: 5 }));
+  const answered = await page.evaluate(() => window.completer.answered);
+  await page.keyboard.press('Enter');
+  await page.keyboard.type('y = math.');
+  await page.waitForFunction((n) => window.completer.answered > n, answered, { timeout: 60000 });
+  assert.equal(await page.evaluate(() => window.completer.error), null);
+  const s = await page.evaluate(() => window.completer.stats());
+  assert.equal(s.documents, 1);
+});
+
+test('a malformed options= parameter shows what is wrong instead of "starting…"', async () => {
+  const other = await context.newPage();
+  try {
+    const base = `http://127.0.0.1:${httpServer.address().port}/?server=${encodeURIComponent(wsUrl)}`;
+    await other.goto(`${base}&options=${encodeURIComponent('{"maxTokens": 12,')}`);
+    await other.waitForFunction(() => window.completer?.error, null, { timeout: 20000 });
+    assert.match(await other.textContent('#status'), /^completer: the options= URL parameter is not valid JSON/);
+    await other.goto(`${base}&options=${encodeURIComponent('[1, 2]')}`);
+    await other.waitForFunction(() => window.completer?.error, null, { timeout: 20000 });
+    assert.match(await other.textContent('#status'), /options= URL parameter must be a JSON object/);
+  } finally {
+    await other.close();
+  }
+});
+
+test('no uncaught errors in the page and no cancel warnings in the server log', () => {
+  assert.deepEqual(pageErrors, []);
+  assert.doesNotMatch(serverLog, /Cancel notification for unknown message id/);
 });
