@@ -111,6 +111,12 @@ def _vocab(tokenizer) -> _Vocab:
         return v
 
 
+def prepare(tokenizer) -> None:
+    """Decode the tokenizer's vocabulary now (an engine calls this at start): the first healed keystroke would
+    otherwise pay for it (a few ms for the house vocabulary of 8k tokens, a few hundred for 150k)."""
+    _vocab(tokenizer)
+
+
 def allowed_tokens(tokenizer, remaining: str, n_vocab: int | None = None) -> tuple[int, ...]:
     """Token ids (below ``n_vocab``) allowed while ``remaining`` characters are still to be re-typed: those whose
     text starts with ``remaining`` or is a non-empty prefix of it. Cached per tokenizer and string; the first call

@@ -211,6 +211,7 @@ class VLLMEngine:
         except Exception as e:
             raise EngineError(f"vLLM engine failed to start: {type(e).__name__}: {e}") from e
         self.max_model_len = self.llm.model_config.max_model_len
+        healing.prepare(self.tokenizer)             # token healing's vocabulary table, before the first keystroke
 
     # --- Engine protocol ----------------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
