@@ -20,7 +20,8 @@ prefix window already shows are left out.
 
 The context is written as comment lines in the document's language (``# from utils.py:`` then ``# def helper(a, b):``; this file's own items under ``# main.py:``)
 at the start of the prefix, in a fixed order (other files by name, then this file: imports, definitions, enclosing
-scopes outermost first), so it is the same from one keystroke to the next.
+scopes outermost first), so it is the same from one keystroke to the next. The file's own title line (``// main.go:``)
+is there even without items, where the budget allows: the name and the comment syntax mark the language.
 
 Cache-friendly windows: the prefix window starts at a line whose number is a multiple of ``ANCHOR_STEP`` and only
 moves when the prefix outgrows its budget; the suffix window depends only on text after the cursor; with the
