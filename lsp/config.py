@@ -7,7 +7,7 @@ names). Example with the defaults::
      "maxTokens": 64, "debounceMs": 30, "contextBudgetTokens": 1024, "cancelStaleRequests": true,
      "typeThroughCache": true, "template": "auto", "maxDocumentChars": 2000000, "maxPromptTokens": 4096,
      "engineStartTimeoutS": 120, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": false,
-     "debounceMinMs": 0, "debounceMaxMs": 150}
+     "debounceMinMs": 0, "debounceMaxMs": 80}
 
 Bad options in ``initialize`` are answered with an ``initialize`` error (-32602, InvalidParams) whose message names
 the bad field; the server keeps running and the client may ``initialize`` again. Bad options in
@@ -74,7 +74,7 @@ class ServerConfig:
     early_answer: bool = False            # answer at the end of the first line; the block finishes in the background
     adaptive_debounce: bool = False       # debounce learned from the client's typing rhythm (else debounceMs)
     debounce_min_ms: float = 0.0          # bounds of the adaptive debounce
-    debounce_max_ms: float = 150.0
+    debounce_max_ms: float = 80.0
 
     # JSON name -> (field name, validator)
     _KEYS = {

@@ -4,7 +4,8 @@ A :class:`Flight` runs its ``pipeline.Generation`` in a task of its own, so it o
 it: that request may be answered early (at the end of the ghost text's first line) while the block finishes in the
 background, and a later keystroke that only types what the model is writing is answered from the same engine request
 instead of aborting it and starting over. :meth:`Flight.follow` decides, from the text typed since the flight's
-anchor and the ghost text so far, whether to answer now, wait for more output, or give up (the user diverged).
+anchor and the ghost text so far, whether to answer now, wait for more output (the model is ahead of the user), or
+give up (the user diverged, or typed past what the model has written so far).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ class Flight:
 
     def follow(self, typed: str, early: bool) -> tuple[str, str | None]:
         """(ANSWER, ghost text to show after ``typed``) | (WAIT, None): the model has not written enough yet |
-        (DIVERGED, None): the typed text is not what the model writes, or nothing of it is left to show."""
+        (DIVERGED, None): the typed text is not what the model has written (or ran ahead of it: waiting for a model
+        that may still diverge costs more than the new request, measured with bench.replay), or nothing is left."""
         gen = self.gen
         if gen.error is not None or gen.aborted:
             return DIVERGED, None
@@ -65,8 +67,6 @@ class Flight:
                 if line is not None:
                     return ANSWER, line
             return WAIT, None
-        if not gen.finished and typed.startswith(ghost):
-            return WAIT, None          # typed ahead of the model: its next tokens decide
         return DIVERGED, None
 
     def diverged(self, text: str) -> bool:

@@ -1,9 +1,11 @@
 """The client's typing rhythm, learned from the times of its ``didChange`` notifications, and the debounce it asks for.
 
 A debounce saves an engine request only when the next keystroke comes within it, and every other keystroke pays it
-in full before its ghost text. So the wait is set to the interval that only this typist's fastest keystrokes beat
-(the ``PERCENTILE``-th percentile of the recent intervals, clamped to the configured bounds): a burst collapses into
-one engine request, a pause costs little. Intervals longer than ``PAUSE_MS`` are pauses, not rhythm, and are left out.
+in full before its ghost text. So the wait is a fraction (``FRACTION``) of the interval that only this typist's
+fastest keystrokes beat (the ``PERCENTILE``-th percentile of the recent intervals), clamped to the configured bounds:
+a fast burst collapses into one engine request, a pause costs little. (A wait of the whole percentile, tried first,
+made most answers arrive after the next key in bench.replay: the engine's own ~100 ms come on top.) Intervals longer
+than ``PAUSE_MS`` are pauses, not rhythm, and are left out.
 Until ``MIN_SAMPLES`` intervals are known the configured ``debounceMs`` applies. (Tabby learns its debounce from
 keystroke intervals the same way.)
 """
@@ -14,7 +16,8 @@ import math
 import time
 from collections import deque
 
-PERCENTILE = 20          # the wait beats all but this share (%) of the typist's keystroke intervals
+PERCENTILE = 10          # the fastest tenth of the typist's keystroke intervals ...
+FRACTION = 0.5           # ... of which the wait is this part
 PAUSE_MS = 1000.0        # a longer gap between two edits is a pause, not part of the rhythm
 WINDOW = 64              # intervals remembered (the most recent ones)
 MIN_SAMPLES = 8
@@ -49,7 +52,8 @@ class Rhythm:
     def debounce_ms(self, fallback: float, lo: float, hi: float) -> float:
         """The wait before a new engine request: learned from the rhythm once known, else ``fallback``; within
         ``lo..hi``."""
-        learned = percentile(self.intervals, PERCENTILE) if len(self.intervals) >= MIN_SAMPLES else None
+        learned = (FRACTION * percentile(self.intervals, PERCENTILE) if len(self.intervals) >= MIN_SAMPLES
+                   else None)
         return min(hi, max(lo, fallback if learned is None else learned))
 
     def median_ms(self) -> float | None:
