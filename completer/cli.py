@@ -2,6 +2,12 @@
 
 Positions are **1-based** like editors show them: ``--line 1 --column 1`` is the start of the file; the column
 counts characters (Unicode code points) and may be one past the last character of the line (end of line).
+
+Mistakes are caught before the model is loaded (seconds): a FILE that is missing or a directory, a ``--model`` or
+``--draft`` that looks like a path (``/...``, ``./...``, ``~/...``, ``a/b/c``, ``*.gguf``) but does not exist (it is
+not sent to the Hugging Face hub as an id), ``--max-tokens``/``--context-tokens`` below 1. An empty (or
+whitespace-only) FILE has nothing to complete: nothing is printed on stdout, a note goes to stderr, exit status 0
+(a model asked to continue nothing would invent a file from nowhere).
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -37,6 +44,30 @@ def offset_of(text: str, line: int, column: int) -> int:
     return sum(len(x) + 1 for x in lines[: line - 1]) + column - 1
 
 
+def positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def check_model_arg(spec: str | None, flag: str) -> None:
+    """A model argument that looks like a path must exist: otherwise it would be tried as a hub id (and fail with a
+    network error that does not say the folder is missing). Hub ids are ``owner/name``: one slash, no dot first."""
+    if not spec or spec.startswith(("house:", "gguf:")):
+        return
+    path = Path(spec).expanduser()
+    if path.exists():
+        return
+    looks_like_path = (spec.startswith(("/", ".", "~")) or spec.count("/") > 1 or os.sep != "/" and os.sep in spec
+                       or spec.lower().endswith(".gguf"))
+    if looks_like_path:
+        raise UsageError(f"{flag}: no such model folder: {path}")
+
+
 def k_arg(value: str) -> int | str:
     if value == "adaptive":
         return value
@@ -48,6 +79,8 @@ def k_arg(value: str) -> int | str:
 
 async def complete(args) -> int:
     path = Path(args.file)
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory; give the file to complete in")
     if not path.is_file():
         raise UsageError(f"no such file: {path}")
     try:
@@ -55,6 +88,11 @@ async def complete(args) -> int:
     except UnicodeDecodeError as e:
         raise UsageError(f"{path} is not UTF-8 text: {e}") from None
     offset = offset_of(text, args.line, args.column)
+    check_model_arg(args.model, "--model")
+    check_model_arg(args.draft, "--draft")
+    if not text.strip():
+        print(f"completer: nothing to complete: {path} is empty", file=sys.stderr)
+        return 0
     draft = args.draft if args.draft else (None if args.speculation in ("none", "ngram") else "house:draft")
     config = EngineConfig(model=args.model, draft=draft, speculation=args.speculation,
                           num_speculative_tokens=args.k, device=args.device)
@@ -90,9 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--draft", default=None, help="draft model (default house:draft when speculation uses one)")
     c.add_argument("--speculation", choices=SPECULATION, default="draft")
     c.add_argument("--k", type=k_arg, default="adaptive", help="draft tokens per step, or 'adaptive'")
-    c.add_argument("--max-tokens", type=int, default=64, help="upper bound; line completions use fewer")
+    c.add_argument("--max-tokens", type=positive_int, default=64, help="upper bound; line completions use fewer")
     c.add_argument("--template", default="auto", help="FIM template: auto (from the model) | house | qwen | ...")
-    c.add_argument("--context-tokens", type=int, default=1024, help="prompt budget in tokens")
+    c.add_argument("--context-tokens", type=positive_int, default=1024, help="prompt budget in tokens")
     c.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     c.add_argument("--temperature", type=float, default=0.0)
     c.add_argument("--no-token-healing", dest="token_healing", action="store_false",

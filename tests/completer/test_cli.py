@@ -51,3 +51,39 @@ def test_train_passes_argv_to_models_train(capsys):
         main(["train", "--help"])
     assert e.value.code == 0
     assert "usage: completer train" in capsys.readouterr().out
+
+
+def test_mistakes_are_caught_before_loading_a_model(tmp_path, capsys, monkeypatch):
+    """Each of these used to load (or fetch) a model first, or say something misleading (issue 14)."""
+    import completer.cli as cli
+
+    def no_engine(config):
+        raise AssertionError(f"a model was loaded for a usage error: {config}")
+    monkeypatch.setattr(cli, "create_engine", no_engine)
+    f = tmp_path / "a.py"
+    f.write_text("x = 1\n")
+    assert main(["complete", str(tmp_path), "--line", "1", "--column", "1"]) == 2
+    assert capsys.readouterr().err.strip() == f"completer: error: {tmp_path} is a directory; give the file to complete in"
+    for model in ("/missing/folder", "./models/mine", "~/nowhere/model", "a/b/c", "m.gguf"):
+        assert main(["complete", str(f), "--line", "1", "--column", "1", "--model", model]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("completer: error: --model: no such model folder: "), err
+    assert main(["complete", str(f), "--line", "1", "--column", "1", "--draft", "/missing/draft"]) == 2
+    assert "--draft: no such model folder: /missing/draft" in capsys.readouterr().err
+    for flag in ("--max-tokens", "--context-tokens"):
+        with pytest.raises(SystemExit) as e:
+            main(["complete", str(f), "--line", "1", "--column", "1", flag, "0"])
+        assert e.value.code == 2
+        assert f"{flag}: must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_an_empty_file_has_nothing_to_complete(tmp_path, capsys, monkeypatch):
+    import completer.cli as cli
+
+    monkeypatch.setattr(cli, "create_engine", lambda config: pytest.fail("no model is needed for an empty file"))
+    for text in ("", "\n\n  \n"):
+        f = tmp_path / "empty.py"
+        f.write_text(text)
+        assert main(["complete", str(f), "--line", "1", "--column", "1"]) == 0
+        out, err = capsys.readouterr()
+        assert out == "" and err == f"completer: nothing to complete: {f} is empty\n"
