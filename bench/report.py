@@ -12,18 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Linear-interpolation percentile (numpy's default); None for no values."""
-    v = sorted(values)
-    if not v:
-        return None
-    pos = (len(v) - 1) * q / 100
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+from completer.stats import percentile
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

@@ -191,20 +191,28 @@ async def pump(read: Callable[[], Awaitable[bytes | None]], inbox: Inbox, protoc
             pass
 
 
+async def content_length(readline: Callable[[], Awaitable[bytes]]) -> int | None:
+    """Read one frame's headers (as pygls' ``run_async`` does) and return its ``Content-Length``; None at the end
+    of input."""
+    length = 0
+    while True:
+        header = await readline()
+        if not header:
+            return None
+        if not length and header.startswith(b"Content-Length: ") and header.endswith(b"\r\n"):
+            digits = header[len(b"Content-Length: "):-2]
+            if digits.isdigit():
+                length = int(digits)
+        if length and not header.strip():
+            return length
+
+
 def frame_reader(reader) -> Callable[[], Awaitable[bytes | None]]:
-    """``read()`` for LSP's ``Content-Length`` framing over a pygls-style reader (``readline``/``readexactly``),
-    as pygls' ``run_async`` reads it; None at the end of input."""
+    """``read()`` for LSP's ``Content-Length`` framing over a pygls-style reader (``readline``/``readexactly``);
+    None at the end of input."""
     async def read() -> bytes | None:
-        length = 0
-        while True:
-            header = await reader.readline()
-            if not header:
-                return None
-            if not length and header.startswith(b"Content-Length: ") and header.endswith(b"\r\n"):
-                digits = header[len(b"Content-Length: "):-2]
-                if digits.isdigit():
-                    length = int(digits)
-            if length and not header.strip():
-                body = await reader.readexactly(length)
-                return body or None
+        length = await content_length(reader.readline)
+        if length is None:
+            return None
+        return await reader.readexactly(length) or None
     return read

@@ -12,25 +12,16 @@ keystroke intervals the same way.)
 
 from __future__ import annotations
 
-import math
 import time
 from collections import deque
+
+from completer.stats import percentile
 
 PERCENTILE = 10          # the fastest tenth of the typist's keystroke intervals ...
 FRACTION = 0.5           # ... of which the wait is this part
 PAUSE_MS = 1000.0        # a longer gap between two edits is a pause, not part of the rhythm
 WINDOW = 64              # intervals remembered (the most recent ones)
 MIN_SAMPLES = 8
-
-
-def percentile(values, q: float) -> float | None:
-    """Linear-interpolation percentile (numpy's default); None for no values."""
-    v = sorted(values)
-    if not v:
-        return None
-    pos = (len(v) - 1) * q / 100
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
 class Rhythm:

@@ -173,18 +173,10 @@ class FrameLimitReader:
             n -= k
 
     async def _next_length(self) -> int | None:
-        """Read the next frame's headers (as pygls would) and return its Content-Length (None at end of input)."""
-        length = 0
-        while True:
-            line = await self._reader.readline()
-            if not line:
-                return None
-            if not length and line.startswith(b"Content-Length: ") and line.endswith(b"\r\n"):
-                digits = line[len(b"Content-Length: "):-2]
-                if digits.isdigit():
-                    length = int(digits)
-            if length and not line.strip():
-                return length
+        """The next frame's Content-Length, its headers read as pygls would (None at end of input)."""
+        from .inbox import content_length
+
+        return await content_length(self._reader.readline)
 
 
 # --- models a client may name -------------------------------------------------------------------------------------
