@@ -15,6 +15,7 @@ import contextlib
 import functools
 import json
 import os
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import AsyncIterator
@@ -33,6 +34,7 @@ from .config import EngineConfig
 from .threads import ThreadChooser
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+BURST_S = 0.025         # longest run of model steps for one request between visits to the event loop
 CACHE_KEYS = 8          # documents whose KV caches are kept for reuse (LRU)
 DETOK_CONTEXT = 4       # prompt tokens decoded with the output so that leading spaces/merges come out right
 
@@ -247,15 +249,15 @@ class TorchEngine:
                     self._finish_aborted(run)
                     continue
                 try:
-                    new = await loop.run_in_executor(self._pool, self._step, run)
+                    new, reason = await loop.run_in_executor(self._pool, self._burst, run)
                 except Exception as e:  # a failing request must not take the engine down
                     self._fail(run, e)
                     continue
-                if run.aborted:                                # aborted during its step: drop the output
+                if run.aborted:                                # aborted during its steps: drop the output
                     self._finish_aborted(run)
                     continue
                 try:
-                    self._commit(run, new)
+                    self._emit(run, new, reason)
                 except Exception as e:  # e.g. detokenization: fail this request, keep the scheduler alive
                     if not run.done:
                         self._fail(run, e)
@@ -276,6 +278,22 @@ class TorchEngine:
         run.queue.put_nowait(Chunk(run.request.request_id, finished=True, finish_reason="abort"))
 
     # runs in the worker thread: pure model work on this request's own state
+    def _burst(self, run: _Running) -> tuple[list[int], str | None]:
+        """Model steps for ``run`` back to back in the worker thread, for up to BURST_S, and the tokens they
+        commit. Why: handing every step back to the event loop costs two thread wake-ups per token, and on a busy
+        machine each wake-up waits for a time slice: the engine's decode took 17 ms/token where the model took
+        3-4 ms. The burst ends early when the request finishes, is aborted, is healing (each step constrains the
+        next), another request arrives (round robin resumes), or no text has been streamed yet (the first chunk
+        goes out after one step, as before), so an abort still costs at most one step."""
+        deadline = time.perf_counter() + BURST_S
+        out: list[int] = []
+        while True:
+            new, reason = self._accept(run, self._step(run))
+            out.extend(new)
+            if (reason is not None or run.aborted or run.heal_left or len(self._running) > 1 or not run.emitted
+                    or time.perf_counter() >= deadline):
+                return out, reason
+
     def _step(self, run: _Running) -> list[int]:
         if self.fault_after_steps is not None:
             self.fault_state["steps"] += 1
@@ -348,6 +366,11 @@ class TorchEngine:
 
     # --- back on the event loop: stream what the step produced --------------------------------------------
     def _commit(self, run: _Running, new: list[int]) -> None:
+        self._emit(run, *self._accept(run, new))
+
+    def _accept(self, run: _Running, new: list[int]) -> tuple[list[int], str | None]:
+        """Token bookkeeping of one step (limits, stop tokens, healing progress): the tokens to commit and the
+        finish reason, if any. Runs in the worker thread between the steps of a burst."""
         req = run.request
         reason = None
         if req.max_new_tokens == 0:
@@ -370,6 +393,11 @@ class TorchEngine:
             reason = "length"
         if reason is None and len(run.tokens) >= self.target.config.max_position_embeddings:
             reason = "length"
+        return new, reason
+
+    def _emit(self, run: _Running, new: list[int], reason: str | None) -> None:
+        """On the event loop: the text of everything committed so far, the chunk to stream, finishing."""
+        req = run.request
         visible = [t for t in run.generated if t not in self.stop_ids]
         text = healing.strip_healed(self._detokenize(run, visible), req.heal)
         if text is None:                                       # still re-typing what the prompt was backed up by
