@@ -27,8 +27,6 @@ import os
 import sys
 from typing import Any
 
-import cattrs
-from cattrs.v import format_exception
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
@@ -38,7 +36,7 @@ from pygls.protocol.language_server import lsp_method
 from completer.engine import EngineError
 from completer.engine.supervisor import supervised
 
-from . import completion, custom, inline, metrics, security, session, sync, transports
+from . import client_errors, completion, custom, inline, metrics, security, session, sync, transports
 from .config import ConfigError, ServerConfig
 from .documents import DocumentError, DocumentStore, Snapshot
 from .engine_host import EngineHost, EngineUnavailable
@@ -57,20 +55,6 @@ class _Malformed:
         self.id, self.method, self.code, self.message = msg_id, method, code, message
 
 
-def _describe(error: BaseException) -> str:
-    """What is wrong with a message's params, one line per problem with where it is (``@ $.position``), instead of
-    cattrs' "While structuring InlineCompletionParams (1 sub-exception)"."""
-    def fmt(exc: BaseException, type_) -> str:
-        if isinstance(exc, ValueError) and "should be" in str(exc):   # lsprotocol's range validators say it best
-            return str(exc).rstrip(".")
-        return format_exception(exc, type_)
-
-    try:
-        return "; ".join(cattrs.transform_error(error, format_exception=fmt)) or str(error)
-    except Exception:
-        return str(error)
-
-
 class CompleterProtocol(LanguageServerProtocol):
     """pygls' protocol, plus JSON-RPC errors where pygls only logs, and our own document store."""
 
@@ -87,7 +71,7 @@ class CompleterProtocol(LanguageServerProtocol):
         except JsonRpcException as e:
             if isinstance(data, dict) and "method" in data:
                 return _Malformed(data.get("id"), str(data["method"]), JsonRpcInvalidParams.CODE,
-                                  f"invalid params for {data['method']}: {_describe(e.__cause__ or e)}")
+                                  f"invalid params for {data['method']}: {client_errors.describe(e.__cause__ or e)}")
             raise
 
     def handle_message(self, message):
@@ -166,6 +150,8 @@ class CompleterServer(LanguageServer):
     def report_server_error(self, error: Exception, source) -> None:
         if isinstance(error, (json.JSONDecodeError, UnicodeDecodeError)):
             self.protocol.send_error(None, -32700, f"parse error: {error}")
+            return
+        if client_errors.is_client_error(error):   # already one line (client_errors.Filter); the client got it
             return
         log.error("server error (%s): %s", getattr(source, "__name__", source), error)
 
@@ -297,6 +283,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
+    handler.addFilter(client_errors.Filter())   # a client's mistake is one line, a server bug keeps its traceback
     logging.basicConfig(level=args.log_level, handlers=[handler],
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     transport = "tcp" if args.tcp else "ws" if args.ws else "stdio"
