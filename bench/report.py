@@ -155,7 +155,8 @@ def write(raw: dict, out: Path, name: str = "replay", plot: bool = True) -> dict
         try:
             import matplotlib  # noqa: F401
         except ImportError:   # a bare GPU box: the numbers still come back; re-render later with bench.report
-            print("matplotlib is not installed: no plot (python -m bench.report on the raw file draws it later)")
+            print(f"matplotlib is not installed: no plot. To draw it: pip install -e '.[bench]' (or pip install "
+                  f"matplotlib), then python -m bench.report {paths['raw']}")
         else:
             paths["png"] = out / f"{name}.png"
             plot_figure(raw, rows, paths["png"])
@@ -164,11 +165,16 @@ def write(raw: dict, out: Path, name: str = "replay", plot: bool = True) -> dict
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("raw", type=Path)
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
-    ap.add_argument("--name", default="replay")
+    ap.add_argument("raw", type=Path, help="a FOLDER/tmp/NAME.raw.json that bench.replay wrote")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output folder (default: the run's own folder, FOLDER above; never the committed results "
+                         "unless named here)")
+    ap.add_argument("--name", default=None, help="output file stem (default: NAME of the raw file)")
     a = ap.parse_args(argv)
-    paths = write(json.loads(a.raw.read_text()), a.out, a.name)
+    if a.out is None:
+        a.out = a.raw.resolve().parent.parent if a.raw.resolve().parent.name == "tmp" else a.raw.resolve().parent
+    name = a.name or a.raw.name.removesuffix(".raw.json")
+    paths = write(json.loads(a.raw.read_text()), a.out, name)
     print(Path(paths["md"]).read_text())
 
 

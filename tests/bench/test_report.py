@@ -58,3 +58,33 @@ def test_write_json_markdown_and_plot(tmp_path):
     data = json.loads(paths["json"].read_text())
     assert data["configs"][0]["acceptance_rate"] == pytest.approx(0.75)
     assert paths["png"].stat().st_size > 1000
+
+
+def test_without_matplotlib_it_says_how_to_get_the_plot_and_rerendering_stays_in_the_run_folder(tmp_path, capsys,
+                                                                                                  monkeypatch):
+    import builtins
+    import sys
+
+    raw = {"date": "2026-01-01T00:00:00+00:00", "machine": {"cpu": "Test CPU", "cores": 2, "platform": "p",
+                                                             "python": "3"},
+           "command": "python -m bench.replay", "transport": "stdio", "speed": 1.0, "pause_ms": 500.0,
+           "traces": [{"name": "t", "keystrokes": 5, "duration_s": 2.0, "language": "python", "source": "s"}],
+           "configs": [{**CFG, "options": {"engine": {"speculation": "none"}}}]}
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.split(".")[0] == "matplotlib":
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    for mod in [m for m in sys.modules if m.split(".")[0] == "matplotlib"]:
+        monkeypatch.delitem(sys.modules, mod)
+    run = tmp_path / "replay-20260101T000000Z"
+    paths = report.write(raw, run, "replay")
+    assert "png" not in paths
+    out = capsys.readouterr().out
+    assert "pip install -e '.[bench]'" in out and f"python -m bench.report {paths['raw']}" in out
+    monkeypatch.setattr(builtins, "__import__", real_import)
+    # The command it prints draws the plot into the run's folder, not into the committed bench/results.
+    report.main([str(paths["raw"])])
+    assert (run / "replay.png").stat().st_size > 1000
