@@ -258,6 +258,13 @@ def machine() -> dict:
             "platform": platform.platform(), "python": platform.python_version()}
 
 
+def _loadavg() -> str | None:
+    try:
+        return Path("/proc/loadavg").read_text().strip()
+    except OSError:
+        return None
+
+
 def house_info() -> dict | None:
     """Which shipped house pair ran (its training metadata), so results say what model produced them."""
     house = HERE.parent / "completer" / "models" / "house"
@@ -288,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--engine", action="append", metavar="KEY=VALUE", help="engine setting for every configuration")
     ap.add_argument("--option", action="append", metavar="KEY=JSON", help="server option for every configuration")
     ap.add_argument("--speed", type=float, default=1.0, help="replay this many times faster than the trace")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds: every configuration once per round, interleaved, so that a change of the machine's "
+                         "load hits all of them alike; the report adds medians over the rounds")
     ap.add_argument("--pause-ms", type=float, default=500.0, help="a gap this long after a keystroke is a pause")
     ap.add_argument("--out", type=Path, default=None,
                     help="output folder (default: a new bench/results/replay-<UTC time>/, never the committed "
@@ -312,7 +322,7 @@ async def amain(args) -> dict:
     for item in args.config or []:
         n, _, js = item.partition("=")
         chosen[n] = merge(base, json.loads(js))
-    total = len(chosen) * sum(len(t.events) for _, t in traces)
+    total = args.repeat * len(chosen) * sum(len(t.events) for _, t in traces)
     try:
         from tqdm import tqdm
         bar = tqdm(total=total, desc="replay", unit="ev")
@@ -321,10 +331,14 @@ async def amain(args) -> dict:
         bar, tick = None, None
     results = []
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    for n, opts in chosen.items():
-        if bar is not None:
-            bar.set_postfix_str(n)
-        results.append(await run_config(n, opts, traces, args, tick))
+    for rnd in range(args.repeat):
+        for n, opts in chosen.items():
+            if bar is not None:
+                bar.set_postfix_str(f"{n} (round {rnd + 1}/{args.repeat})")
+            res = await run_config(n, opts, traces, args, tick)
+            res["round"] = rnd + 1
+            res["loadavg"] = _loadavg()
+            results.append(res)
     if bar is not None:
         bar.close()
     return {"date": started, "machine": machine(), "command": " ".join(["python -m bench.replay"] + [shlex.quote(a) for a in sys.argv[1:]]),

@@ -38,6 +38,8 @@ def summarize(cfg: dict, pause_ms: float) -> dict:
     typed = sum(t["chars_typed"] for t in cfg["traces"])
     return {
         "name": cfg["name"],
+        "round": cfg.get("round"),
+        "loadavg": cfg.get("loadavg"),
         "keystrokes": len(keys),
         "edits_sent": len(recs),
         "shown": len(shown),
@@ -70,6 +72,24 @@ def summarize(cfg: dict, pause_ms: float) -> dict:
     }
 
 
+MEDIAN_KEYS = ("shown_before_next_key", "wasted_share", "engine_requests_per_keystroke", "reuses", "early_answers",
+               "served_from_cache")
+
+
+def medians(rows: list[dict]) -> list[dict]:
+    """Per configuration, the median over its rounds (``--repeat``) of p50/p95 latency and the shares."""
+    out = []
+    for name in dict.fromkeys(r["name"] for r in rows):
+        rs = [r for r in rows if r["name"] == name]
+        m = {"name": name, "rounds": len(rs),
+             "p50_ms": percentile([r["latency_ms"]["p50"] for r in rs if r["latency_ms"]["p50"] is not None], 50),
+             "p95_ms": percentile([r["latency_ms"]["p95"] for r in rs if r["latency_ms"]["p95"] is not None], 50)}
+        for k in MEDIAN_KEYS:
+            m[k] = percentile([r[k] for r in rs if r.get(k) is not None], 50)
+        out.append(m)
+    return out
+
+
 def _f(v, fmt="{:.0f}") -> str:
     return "–" if v is None else fmt.format(v)
 
@@ -85,7 +105,7 @@ def markdown(raw: dict, rows: list[dict]) -> str:
            "- traces: " + ", ".join(f"{t['name']} ({t['language']}, {t['keystrokes']} keys, {t['duration_s']:.0f} s)"
                                     for t in raw["traces"]),
            ""]
-    for c in raw["configs"]:
+    for c in {c["name"]: c for c in raw["configs"]}.values():
         out.append(f"- `{c['name']}`: options `{json.dumps(c['options'], sort_keys=True)}`")
     out += ["", "| config | shown | p50 ms | p95 ms | p99 ms | pauses ≤100 ms | pauses ≤200 ms | engine req/key | "
                 "wasted tokens (share) | acceptance | chars saved (share) | from cache | reuses | early | "
@@ -95,12 +115,22 @@ def markdown(raw: dict, rows: list[dict]) -> str:
         lat = r["latency_ms"]
         pct = lambda v: _f(None if v is None else 100 * v, "{:.0f}%")  # noqa: E731
         out.append(
-            f"| {r['name']} | {r['shown']}/{r['edits_sent']} | {_f(lat['p50'])} | {_f(lat['p95'])} | {_f(lat['p99'])} "
+            f"| {r['name']}{'' if not r.get('round') else ' (round %d)' % r['round']} | {r['shown']}/{r['edits_sent']} | {_f(lat['p50'])} | {_f(lat['p95'])} | {_f(lat['p99'])} "
             f"| {pct(r['pauses_ghost_within_100ms'])} | {pct(r['pauses_ghost_within_200ms'])} ({r['pauses']}) "
             f"| {_f(r['engine_requests_per_keystroke'], '{:.2f}')} "
             f"| {_f(r['wasted_tokens'])} ({pct(r['wasted_share'])}) | {pct(r['acceptance_rate'])} "
             f"| {r['chars_saved']} ({pct(r['chars_saved_share'])}) | {_f(r['served_from_cache'])} "
             f"| {_f(r.get('reuses'))} | {_f(r.get('early_answers'))} | {_f(r['send_lag_ms_p95'])} |")
+    if len(rows) > len({r["name"] for r in rows}):
+        pct = lambda v: _f(None if v is None else 100 * v, "{:.0f}%")  # noqa: E731
+        out += ["", "Medians over the rounds (configurations interleaved round by round):", "",
+                "| config | rounds | p50 ms | p95 ms | ghost before next key | wasted / generated | engine req/key | "
+                "reuses | early answers | from cache |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for m in medians(rows):
+            out.append(f"| {m['name']} | {m['rounds']} | {_f(m['p50_ms'])} | {_f(m['p95_ms'])} "
+                       f"| {pct(m['shown_before_next_key'])} | {pct(m['wasted_share'])} "
+                       f"| {_f(m['engine_requests_per_keystroke'], '{:.2f}')} | {_f(m['reuses'])} "
+                       f"| {_f(m['early_answers'])} | {_f(m['served_from_cache'])} |")
     out += ["", "shown = edits whose ghost text arrived before the next edit / edits sent; latency over shown ones "
                 "(didChange sent -> response received). Status counts: " +
             "; ".join(f"{r['name']}: {r['status']}" for r in rows), ""]
@@ -143,8 +173,11 @@ def write(raw: dict, out: Path, name: str = "replay", plot: bool = True) -> dict
     summary = {k: raw.get(k) for k in ("date", "machine", "command", "transport", "speed", "pause_ms", "house",
                                         "traces")}
     summary["configs"] = [{"options": c["options"], "engine_config": c.get("engine_config"),
-                           "engine": c.get("engine"), "server": c.get("server"), **r}
+                           "engine": c.get("engine"), "server": c.get("server"), "round": c.get("round"),
+                           "loadavg": c.get("loadavg"), **r}
                           for c, r in zip(raw["configs"], rows)]
+    if len(rows) > len({r["name"] for r in rows}):
+        summary["medians"] = medians(rows)
     paths["json"].write_text(json.dumps(summary, indent=1, default=str))
     paths["md"].write_text(markdown(raw, rows))
     raw_dir = out / "tmp"
