@@ -109,6 +109,8 @@ class TorchEngine:
         self.threads = (ThreadChooser(config.threads or os.cpu_count() or 1, config.adaptive_threads)
                         if self.device.type == "cpu" else None)
         self.stop_ids = self._stop_ids()
+        # special tokens (FIM sentinels, file separators): prompt lookup never matches or proposes across them
+        self.sentinels = frozenset(i for i, t in self.tokenizer.get_added_tokens_decoder().items() if t.special)
         # test hook (supervisor.inject_step_fault): every model step after this many raises InjectedFault
         self.fault_after_steps: int | None = None
         self.fault_state = {"steps": 0, "raised": 0}
@@ -344,7 +346,7 @@ class TorchEngine:
     def _propose(self, run: _Running, tokens, k: int, sampling: Sampling):
         method = self.config.speculation
         if method in ("ngram", "draft+ngram"):
-            drafts = propose_ngram(tokens, k, self.config.ngram_min, self.config.ngram_max)
+            drafts = propose_ngram(tokens, k, self.config.ngram_min, self.config.ngram_max, self.sentinels)
             if drafts or method == "ngram":
                 return drafts, None                            # one-hot q
         return self.proposer.propose(run.caches.draft, tokens, k, sampling)

@@ -28,6 +28,35 @@ def test_ngram_table(tokens, k, lo, hi, expected):
     assert propose_ngram(tokens, k, lo, hi) == expected
 
 
+# FIM prompts: S = <|fim_suffix|>, M = <|fim_middle|>, P = <|fim_prefix|>, F = <|file_sep|> (ids 96-99).
+# PSM: [F ctx.. P prefix.. S suffix.. M generated..]. (tokens, k, expected)
+S, M, P, F = 98, 99, 97, 96
+FIM_TABLE = [
+    # the code after the cursor holds what is typed next: the generated [4,5] is found in the suffix
+    ([P, 1, 2, 3, S, 4, 5, 6, 1, M, 4, 5], 3, [6, 1]),                  # proposal stops before M
+    ([P, 1, 2, 3, S, 4, 5, 6, 1, 2, M, 4, 5], 2, [6, 1]),
+    # a match in the context block (another file) before the prefix
+    ([F, 4, 5, 6, F, P, 1, 2, S, 9, M, 4, 5], 3, [6]),                 # context: [4,5] -> [6, F]: cut at F
+    ([F, 21, 22, 23, 24, F, P, 1, 2, S, 30, M, 21, 22], 2, [23, 24]),   # the other file's code continues
+    # an occurrence followed by a sentinel is skipped for an older one that is followed by code
+    ([P, 4, 5, 11, 12, S, 4, 5, M, 4, 5], 2, [11, 12]),                 # suffix's [4,5] ends at M: use prefix's
+    # the n-gram at the end never spans a sentinel: just after prefill the last token is M
+    ([P, 1, 2, S, 1, 2, M], 2, []),
+    # SPM order (suffix first) is searched the same way
+    ([S, 40, 41, 42, P, 1, 2, M, 40, 41], 3, [42]),                      # [42, P]: stops before P
+]
+
+
+@pytest.mark.parametrize("tokens,k,expected", FIM_TABLE)
+def test_ngram_fim_table(tokens, k, expected):
+    assert propose_ngram(tokens, k, 2, 4, sentinels={S, M, P, F}) == expected
+
+
+def test_ngram_without_sentinels_reads_across_them():
+    """What the lookup did before it knew FIM: it proposes the sentinel the target never writes mid-code."""
+    assert propose_ngram([P, 1, 2, 3, S, 4, 5, 6, 1, M, 4, 5], 3) == [6, 1, M]
+
+
 def test_ngram_bad_bounds():
     with pytest.raises(ValueError):
         propose_ngram([1, 2], 2, 3, 2)
