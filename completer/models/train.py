@@ -81,17 +81,37 @@ def save_pair(out: Path, target, draft, tok, meta: dict) -> None:
     (out / "train_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """The module docstring as written, and every option's default in --help (unless its help already says it)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" not in text and action.default not in (None, argparse.SUPPRESS) and action.option_strings \
+                and not isinstance(action, argparse._HelpAction):
+            text += " (default: %(default)s)"
+        return text
+
+
+def _per_preset(field: str) -> str:
+    return ", ".join(f"{name} {getattr(p, field):g}" for name, p in sorted(PRESETS.items()))
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="completer train", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
-    ap.add_argument("--minutes", type=float, help="wall-clock training budget (default: the preset's)")
-    ap.add_argument("--out", default="runs/house", help="output folder (gets target/ and draft/)")
+    ap = argparse.ArgumentParser(prog="completer train", description=__doc__, formatter_class=_Help,
+                                 epilog="Ctrl-C stops training and saves the models as they are (and the tokenizer, "
+                                        "saved as soon as it is trained) in the output folder.")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="cpu",
+                    help="cpu: 2 CPU cores, ~30 minutes; h200: the shipped pair; tiny: a smoke test")
+    ap.add_argument("--minutes", type=float, help=f"wall-clock training budget (default: the preset's: "
+                                                  f"{_per_preset('minutes')})")
+    ap.add_argument("--out", default="runs/house", help="output folder (gets target/, draft/, tokenizer/ and "
+                                                        "train_meta.json)")
     ap.add_argument("--tokenizer", help="reuse the tokenizer.json in this folder instead of training one")
-    ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--corpus-mb", type=float, help="MB of train-split text to encode (default: the preset's)")
-    ap.add_argument("--batch", type=int, help="sequences per step (default: the preset's)")
+    ap.add_argument("--seed", type=int, default=1234, help="seed of data order, initialisation and FIM splits")
+    ap.add_argument("--device", default="auto", help="auto (cuda when there is one), cpu, cuda, cuda:N")
+    ap.add_argument("--corpus-mb", type=float, help=f"MB of train-split text to encode (default: the preset's: "
+                                                    f"{_per_preset('corpus_mb')})")
+    ap.add_argument("--batch", type=int, help=f"sequences per step (default: the preset's: {_per_preset('batch')})")
     ap.add_argument("--max-steps", type=int, help="stop after this many steps (smoke tests)")
     ap.add_argument("--total-minutes", type=float,
                     help="hard wall-clock budget for the whole command (data preparation included); training "
@@ -103,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
     random.seed(args.seed), np.random.seed(args.seed), torch.manual_seed(args.seed)
-    out = Path(args.out)
+    out = Path(args.out).resolve()
     t0 = time.time()
+    print(f"output folder: {out} (target/, draft/, tokenizer/, train_meta.json)", flush=True)
 
     if args.tokenizer:
         tok = load_tokenizer(args.tokenizer)
@@ -112,8 +133,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"training tokenizer on {p.tokenizer_mb} MB of the train split ...", flush=True)
         tok = train_tokenizer((t for _, t in corpus.iter_texts("train", int(p.tokenizer_mb * 1e6))),
                               vocab_size=TARGET.vocab_size)
+        save_tokenizer(tok, out / "tokenizer")   # kept whatever happens next (minutes of work)
+        print(f"tokenizer saved in {out / 'tokenizer'} (reuse it with --tokenizer {out / 'tokenizer'})", flush=True)
     assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == list(range(len(SPECIAL_TOKENS)))
     vocab = tok.get_vocab_size()
+    try:
+        return _train(args, argv, p, minutes, device, out, t0, tok, vocab)
+    except KeyboardInterrupt:
+        if args.tokenizer:
+            print(f"\ninterrupted before training: nothing saved in {out}", flush=True)
+        else:
+            print(f"\ninterrupted before training: the tokenizer is in {out / 'tokenizer'} "
+                  f"(reuse it with --tokenizer {out / 'tokenizer'})", flush=True)
+        return 130
+
+
+def _train(args, argv, p: Preset, minutes: float, device, out: Path, t0: float, tok, vocab: int) -> int:
 
     print(f"encoding up to {p.corpus_mb} MB of FIM samples ...", flush=True)
     texts = [t for _, t in corpus.iter_texts("train", int(p.corpus_mb * 1e6))]
@@ -141,8 +176,47 @@ def main(argv: list[str] | None = None) -> int:
     if args.total_minutes is not None:  # leave ~20 s for saving
         budget = max(1.0, min(budget, args.total_minutes * 60 - (time.time() - t0) - 20))
     start = time.time()
-    step = tokens = 0
     bar = tqdm(total=int(budget), unit="s", desc="train", bar_format="{l_bar}{bar}| {n}/{total}s {postfix}")
+    interrupted = False
+    progress: dict = {}
+    try:
+        step, tokens, first_t, ema_t, ema_d = _loop(args, p, budget, start, data, device, vocab, target, draft,
+                                                    opt_t, opt_d, amp, gen, bar, progress)
+    except KeyboardInterrupt:   # Ctrl-C: keep what was learnt so far (the models as they are now)
+        interrupted = True
+        step, tokens, first_t, ema_t, ema_d = (progress.get(k) for k in ("step", "tokens", "first_t", "ema_t",
+                                                                         "ema_d"))
+    bar.n = int(min(budget, time.time() - start))
+    bar.close()
+    target.eval(), draft.eval()
+    meta = {
+        "command": "completer train " + " ".join(argv if argv is not None else __import__("sys").argv[1:]),
+        "preset": args.preset, "preset_values": asdict(p), "minutes": minutes, "seed": args.seed,
+        "device": torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor() or "cpu",
+        "torch": torch.__version__, "steps": step or 0, "tokens_seen": tokens or 0, "train_tokens": int(len(stream)),
+        "train_files": len(texts), "loss_first_target": first_t, "final_loss_target": ema_t,
+        "final_loss_draft_ce": ema_d, "interrupted": interrupted,
+        "params_target": sum(q.numel() for q in target.parameters()),
+        "params_draft": sum(q.numel() for q in draft.parameters()),
+        "seconds_total": time.time() - t0, "seconds_training": time.time() - start,
+    }
+    save_pair(out, target, draft, tok, meta)
+    print(json.dumps(meta, indent=2), flush=True)
+    if interrupted:
+        print(f"interrupted at step {step or 0}: the models as they were are saved in {out / 'target'} and "
+              f"{out / 'draft'} (each with its tokenizer), the run's details in {out / 'train_meta.json'}",
+              flush=True)
+        return 130
+    print(f"saved: {out / 'target'}, {out / 'draft'} (use them with --model {out / 'target'} --draft "
+          f"{out / 'draft'})", flush=True)
+    return 0
+
+
+def _loop(args, p: Preset, budget: float, start: float, data, device, vocab: int, target, draft, opt_t, opt_d, amp,
+          gen, bar, progress: dict):
+    """The training steps until the budget (or --max-steps) is spent; ``progress`` holds the latest counters so that
+    an interrupted run still reports them."""
+    step = tokens = 0
     ema_t = ema_d = first_t = None
     win_t = win_d = torch.zeros((), device=device)
     win_n = 0
@@ -178,26 +252,23 @@ def main(argv: list[str] | None = None) -> int:
             win_n = 0
             if first_t is None:
                 first_t = ema_t
-            bar.n = int(time.time() - start)
-            bar.set_postfix_str(f"step {step} loss target {ema_t:.3f} draft {ema_d:.3f} tok {tokens / 1e6:.0f}M")
+            now = time.time() - start
+            bar.n = int(now)
+            bar.set_postfix_str(f"step {step} loss target {ema_t:.3f} draft {ema_d:.3f} tok {tokens / 1e6:.0f}M "
+                                f"ETA {_eta(now, budget, step, args.max_steps)}")
+        progress.update(step=step, tokens=tokens, first_t=first_t, ema_t=ema_t, ema_d=ema_d)
     if win_n:
         ema_t, ema_d = (win_t / win_n).item(), (win_d / win_n).item()
-    bar.n = int(budget)
-    bar.close()
-    target.eval(), draft.eval()
-    meta = {
-        "command": "completer train " + " ".join(argv if argv is not None else __import__("sys").argv[1:]),
-        "preset": args.preset, "preset_values": asdict(p), "minutes": minutes, "seed": args.seed,
-        "device": torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor() or "cpu",
-        "torch": torch.__version__, "steps": step, "tokens_seen": tokens, "train_tokens": int(len(stream)),
-        "train_files": len(texts), "loss_first_target": first_t, "final_loss_target": ema_t, "final_loss_draft_ce": ema_d,
-        "params_target": sum(q.numel() for q in target.parameters()),
-        "params_draft": sum(q.numel() for q in draft.parameters()),
-        "seconds_total": time.time() - t0, "seconds_training": time.time() - start,
-    }
-    save_pair(out, target, draft, tok, meta)
-    print(json.dumps(meta, indent=2), flush=True)
-    return 0
+    return step, tokens, first_t, ema_t, ema_d
+
+
+def _eta(elapsed: float, budget: float, step: int, max_steps: int | None) -> str:
+    """Time left: the budget's rest, or sooner when --max-steps will be reached first at the current pace."""
+    left = budget - elapsed
+    if max_steps is not None and step:
+        left = min(left, (max_steps - step) * elapsed / step)
+    left = max(0, int(left))
+    return f"{left // 60}:{left % 60:02d}"
 
 
 if __name__ == "__main__":

@@ -14,3 +14,49 @@ def test_tiny_run_lowers_loss_and_writes_loadable_pair(tmp_path, house):
     for name in ("target", "draft"):
         assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= {
             p.name for p in (out / name).iterdir()}
+
+
+def test_ctrl_c_keeps_the_models_as_they_are_and_says_where(tmp_path, house):
+    """SIGINT in the middle of training (a real Ctrl-C): the pair is saved as it is, the command says where, and
+    exits 130. It used to throw everything away."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    out = tmp_path / "pair"
+    proc = subprocess.Popen([sys.executable, "-m", "completer.models.train", "--preset", "tiny", "--tokenizer",
+                             str(house / "target"), "--corpus-mb", "0.3", "--minutes", "10", "--out", str(out),
+                             "--device", "cpu"], cwd=Path(__file__).resolve().parents[3],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = ""
+        deadline = time.monotonic() + 240
+        while "step 10 " not in seen:                    # the progress line after 10 steps (stderr, tqdm)
+            assert proc.poll() is None and time.monotonic() < deadline, seen[-2000:]
+            seen += proc.stderr.read1(4096) if hasattr(proc.stderr, "read1") else proc.stderr.readline()
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stdout[-2000:] + stderr[-2000:]
+    assert "ETA " in seen
+    assert f"output folder: {out}" in stdout
+    assert ("interrupted at step" in stdout and f"saved in {out / 'target'} and {out / 'draft'}" in stdout), stdout
+    meta = json.loads((out / "train_meta.json").read_text())
+    assert meta["interrupted"] is True and meta["steps"] >= 10
+    for name in ("target", "draft"):
+        assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in (out / name).iterdir()}
+
+
+def test_help_shows_the_defaults(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        train.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: cpu)" in text and "(default: runs/house)" in text and "(default: 1234)" in text
+    assert "the preset's: cpu 30, h200 6, tiny 0.5" in text
+    assert train._eta(30, 120, 10, None) == "1:30" and train._eta(30, 120, 10, 20) == "0:30"
