@@ -103,7 +103,11 @@ def choose_mode(text: str, offset: int, language: str, empty_body: bool = False)
     if not rest.strip() or _CLOSERS_ONLY.match(rest):
         prev_opens = prev_line.rstrip().endswith(opener) and (language not in INDENTED
                                                               or _PY_BLOCK.match(prev_line))
-        if prev_opens or empty_body:
+        if prev_opens:
             indent = before if len(before.expandtabs(4)) > len(prev_indent.expandtabs(4)) else prev_indent + unit
             return Mode("block", indent, closed_after(prev_indent), prev_indent)
+        if empty_body:      # a body of comments so far: the line above is already inside the block, at its indent
+            indent = before if len(before.expandtabs(4)) > len(prev_indent.expandtabs(4)) else prev_indent
+            outer = prev_indent[: len(prev_indent) - len(unit)] if prev_indent.endswith(unit) else ""
+            return Mode("block", indent, closed_after(outer), outer)
     return Mode("line", before if not rest.strip() else line_indent, True)

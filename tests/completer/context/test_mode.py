@@ -31,6 +31,9 @@ CASES = [
     ("python", "d = {'a':|}\n", "line", ""),
     ("python", "    else:|\n", "block", "        "),
     ("python", "@app.route('/')\nasync def index(request):|\n", "block", "    "),
+    # a body of comments so far: the next line goes at the comment's indentation, not one step deeper
+    ("javascript", "class A {\n  get config () {\n    // the command's config\n    |\n  }\n}\n", "block", "    "),
+    ("c", "int main(void) {\n    /* start */\n    |\n}\n", "block", "    "),
 ]
 
 
