@@ -272,9 +272,9 @@ async def run_config(name: str, engine_cfg: dict, positions: list[Position], arg
     from completer.context import SourceFile
     from completer.engine import EngineConfig, create_engine
 
-    engine_cfg = dict(engine_cfg)
-    pipe = engine_cfg.pop("settings", {})              # pipeline.Settings fields (e.g. a pipeline fix switched off)
-    engine = create_engine(EngineConfig(**{"device": "cpu", **engine_cfg}))
+    engine_only = dict(engine_cfg)
+    pipe = engine_only.pop("settings", {})             # pipeline.Settings fields (e.g. a pipeline fix switched off)
+    engine = create_engine(EngineConfig(**{"device": "cpu", **engine_only}))
     settings = pipeline.Settings(**{"max_tokens": args.max_tokens, "budget_tokens": args.budget_tokens, **pipe})
     variants = filter_variants()
     records = []
@@ -342,11 +342,15 @@ def build_summary(positions: list[Position], configs: list[dict]) -> dict:
             "latency_ms": {"median": percentile(ms, 50), "p95": percentile(ms, 95)},
             "errors": sum(1 for r in recs if r["error"]),
         }
-    # speculation must not change the text: compare raw outputs of configs with the same model and no sampling
+    # speculation must not change the text: compare the raw outputs of configs that differ only in speculation
+    def key(c: dict) -> tuple:
+        e = c["engine"]
+        return e.get("model"), json.dumps(e.get("settings", {}), sort_keys=True), e.get("temperature", 0)
+
     same = {}
-    for a in configs:
-        for b in configs:
-            if a["name"] < b["name"] and a["engine"].get("model") == b["engine"].get("model"):
+    for i, a in enumerate(configs):
+        for b in configs[i + 1:]:
+            if key(a) == key(b):
                 diff = sum(1 for x, y in zip(a["records"], b["records"]) if x["raw"] != y["raw"])
                 same[f"{a['name']} vs {b['name']}"] = {"positions": len(a["records"]), "raw_text_differs": diff}
     return {"configs": out, "same_text": same}
@@ -519,6 +523,15 @@ def write(result: dict, out: Path, plot_it: bool = True) -> list[Path]:
     return paths
 
 
+def rerender(path: Path, out: Path, plot_it: bool = True) -> list[Path]:
+    """Summary, markdown and plot again from a saved quality.json (its per-position scores)."""
+    from types import SimpleNamespace
+    result = json.loads(Path(path).read_text())
+    positions = [SimpleNamespace(**p) for p in result["positions"]]
+    result["summary"] = build_summary(positions, result["configs"])
+    return write(result, out, plot_it)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", action="append", type=_config_arg, metavar="NAME[=JSON]",
@@ -533,7 +546,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="output folder (default: a new bench/results/quality-DATE)")
     ap.add_argument("--force", action="store_true", help="write into --out even if it already has results")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--render", type=Path, metavar="QUALITY_JSON",
+                    help="only re-render the summary, markdown and plot of a saved run (into --out, default its folder)")
     args = ap.parse_args(argv)
+    if args.render:
+        for p in rerender(args.render, args.out or args.render.parent, plot_it=not args.no_plot):
+            print(p)
+        return 0
     out = args.out or _new_out()
     if (out / "quality.json").exists() and not args.force:
         ap.error(f"{out} already has results; choose a new --out or pass --force")

@@ -122,10 +122,17 @@ def test_small_run_writes_results_and_speculation_keeps_the_text(tiny_pair, tmp_
     assert q.main(["--manifest", str(m), "--per-kind", "1", "--max-tokens", "8", "--out", str(out),
                    "--config", f'plain={{"model": "{target}", "speculation": "none"}}',
                    "--config", f'spec={{"model": "{target}", "draft": "{draft}", "speculation": "draft", '
-                               f'"num_speculative_tokens": 3}}']) == 0
+                               f'"num_speculative_tokens": 3}}',
+                   "--config", f'noheal={{"model": "{target}", "speculation": "none", '
+                               f'"settings": {{"token_healing": false}}}}']) == 0
     res = json.loads((out / "quality.json").read_text())
-    assert len(res["positions"]) == 4 and [c["name"] for c in res["configs"]] == ["plain", "spec"]
+    assert len(res["positions"]) == 4 and [c["name"] for c in res["configs"]] == ["plain", "spec", "noheal"]
+    assert res["configs"][2]["engine"]["settings"] == {"token_healing": False}
+    # only configurations that differ in speculation alone must give the same text
+    assert set(res["summary"]["same_text"]) == {"plain vs spec"}
     assert res["summary"]["same_text"]["plain vs spec"]["raw_text_differs"] == 0
+    assert q.main(["--render", str(out / "quality.json"), "--out", str(tmp_path / "again"), "--no-plot"]) == 0
+    assert json.loads((tmp_path / "again" / "quality.json").read_text())["summary"] == res["summary"]
     assert res["loadavg_before"] and res["machine"]["cores"] >= 1
     summ = res["summary"]["configs"]["plain"]
     assert "all" in summ["variants"] and summ["variants"]["all"]["n"] == 4
