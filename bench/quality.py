@@ -292,8 +292,9 @@ async def run_config(name: str, engine_cfg: dict, positions: list[Position], arg
                 error = f"{type(e).__name__}: {e}"
             ms = (time.perf_counter() - t0) * 1000
             ghosts = {v: postprocessed(gen.raw, plan, skip) for v, skip in variants.items()}
+            stored = {"all": ghosts["all"], **{v: g for v, g in ghosts.items() if g != ghosts["all"]}}
             records.append({"i": i, "raw": gen.raw, "tokens": gen.tokens, "ms": ms, "error": error,
-                            "mode": plan.mode, "ghost": ghosts,
+                            "mode": plan.mode, "ghost": stored,      # variants whose text differs from "all"
                             "score": {v: score(pos, g) for v, g in ghosts.items()}})
             progress.tick(f"{name} {pos.language} {pos.kind}")
         counters = engine.counters()
