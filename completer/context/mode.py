@@ -54,60 +54,67 @@ def indent_unit(text: str, language: str = "", sample_chars: int = 20_000) -> st
     return " " * best
 
 
+def _closed_after(text: str, line_end: int, rest: str, header_indent: str, language: str) -> bool:
+    """Whether the block whose header sits at ``header_indent`` is already closed after the cursor's line: the rest
+    of the line starts with ``}``, or the next non-blank line (within 200) is a ``}`` at most at the header's
+    indentation. Indented languages have nothing to close."""
+    if language in INDENTED or rest.strip().startswith("}"):
+        return True
+    pos = line_end
+    for _ in range(200):
+        if pos >= len(text):
+            return False
+        nxt = text.find("\n", pos + 1)
+        nxt = len(text) if nxt < 0 else nxt
+        line = text[pos + 1:nxt]
+        pos = nxt
+        if line.strip():
+            return line.strip().startswith("}") and len(_indent(line).expandtabs(4)) <= len(
+                header_indent.expandtabs(4))
+    return False
+
+
+def _previous_code_line(text: str, line_start: int) -> str:
+    """The nearest non-blank line above the cursor's line ("" at the top)."""
+    prev = text[:line_start].rstrip("\n")
+    while prev:
+        cut = prev.rfind("\n") + 1
+        if prev[cut:].strip():
+            return prev[cut:]
+        prev = prev[:cut].rstrip("\n")
+    return ""
+
+
 def choose_mode(text: str, offset: int, language: str, empty_body: bool = False) -> Mode:
+    """The completion mode at ``offset``: after code on the cursor's line, a block when that code opens one;
+    on a blank line, a block when the line above opens one or the body is still empty."""
     line_start = text.rfind("\n", 0, offset) + 1
     line_end = text.find("\n", offset)
     line_end = len(text) if line_end < 0 else line_end
-    before = text[line_start:offset]
-    rest = text[offset:line_end]
+    before, rest = text[line_start:offset], text[offset:line_end]
     opener = ":" if language in INDENTED else "{"
     unit = indent_unit(text, language)
     line_indent = _indent(text[line_start:line_end])
 
-    def closed_after(header_indent: str) -> bool:
-        if language in INDENTED:
-            return True
-        if rest.strip().startswith("}"):
-            return True
-        pos = line_end
-        for _ in range(200):
-            if pos >= len(text):
-                return False
-            nxt = text.find("\n", pos + 1)
-            nxt = len(text) if nxt < 0 else nxt
-            line = text[pos + 1:nxt]
-            pos = nxt
-            if line.strip():
-                return line.strip().startswith("}") and len(_indent(line).expandtabs(4)) <= len(
-                    header_indent.expandtabs(4))
-        return False
+    def block(indent: str, outer: str) -> Mode:
+        return Mode("block", indent, _closed_after(text, line_end, rest, outer, language), outer)
 
     code = before.strip()
     if code:
         opens = code.endswith(opener) and (language not in INDENTED or _PY_BLOCK.match(code))
         if opens and _CLOSERS_ONLY.match(rest):
-            return Mode("block", line_indent + unit, closed_after(line_indent), line_indent)
+            return block(line_indent + unit, line_indent)
         if language not in INDENTED and language != "text" and code.endswith("=>") and not rest.strip():
-            return Mode("block", line_indent + unit, closed_after(line_indent), line_indent)
+            return block(line_indent + unit, line_indent)
         return Mode("line", line_indent, True)
     # nothing but indentation before the cursor
-    prev = text[:line_start].rstrip("\n")
-    prev_line = ""
-    while prev:
-        cut = prev.rfind("\n") + 1
-        prev_line = prev[cut:]
-        if prev_line.strip():
-            break
-        prev = prev[:cut].rstrip("\n")
+    prev_line = _previous_code_line(text, line_start)
     prev_indent = _indent(prev_line)
+    deeper = len(before.expandtabs(4)) > len(prev_indent.expandtabs(4))    # typed past the line above
     if not rest.strip() or _CLOSERS_ONLY.match(rest):
-        prev_opens = prev_line.rstrip().endswith(opener) and (language not in INDENTED
-                                                              or _PY_BLOCK.match(prev_line))
-        if prev_opens:
-            indent = before if len(before.expandtabs(4)) > len(prev_indent.expandtabs(4)) else prev_indent + unit
-            return Mode("block", indent, closed_after(prev_indent), prev_indent)
+        if prev_line.rstrip().endswith(opener) and (language not in INDENTED or _PY_BLOCK.match(prev_line)):
+            return block(before if deeper else prev_indent + unit, prev_indent)
         if empty_body:      # a body of comments so far: the line above is already inside the block, at its indent
-            indent = before if len(before.expandtabs(4)) > len(prev_indent.expandtabs(4)) else prev_indent
-            outer = prev_indent[: len(prev_indent) - len(unit)] if prev_indent.endswith(unit) else ""
-            return Mode("block", indent, closed_after(outer), outer)
+            return block(before if deeper else prev_indent,
+                         prev_indent[: len(prev_indent) - len(unit)] if prev_indent.endswith(unit) else "")
     return Mode("line", before if not rest.strip() else line_indent, True)
