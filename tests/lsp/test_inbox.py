@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from bench.lspclient import frame
 from lsp.inbox import REQUEST_CANCELLED, REQUEST_FAILED, Inbox, frame_reader, pump
 
 
@@ -80,7 +81,7 @@ async def test_over_capacity_a_completion_is_refused_as_busy_but_edits_are_kept(
 
 async def test_pump_hands_frames_to_the_protocol_in_order_and_stops_at_end_of_input():
     frames = [inline(1), change(2), inline(2)]
-    data = b"".join(b"Content-Length: %d\r\n\r\n%s" % (len(f), f) for f in frames)
+    data = b"".join(frame(f) for f in frames)
     reader = asyncio.StreamReader()
     reader.feed_data(data)
     reader.feed_eof()
