@@ -217,7 +217,11 @@ def materialise(path: str | Path, root: str | Path | None = None) -> Path:
     config = config_from_gguf(reader, meta)
     tok = build_tokenizer(reader, meta)
     tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise GGUFError(f"cannot write the model folder for {path.name} under {tmp.parent} ({e.strerror}); "
+                        f"set COMPLETER_CACHE to a writable folder") from e
     tok.save(str(tmp / "tokenizer.json"))
     tokens = reader.fields["tokenizer.ggml.tokens"].contents()
     names = {t.content for t in tok.get_added_tokens_decoder().values()}

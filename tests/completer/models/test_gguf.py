@@ -185,6 +185,14 @@ def test_gguf_file_resolves_to_a_folder_the_engine_serves(tiny_gguf, monkeypatch
     assert template_for_model(folder) == "house"             # FIM tokens (Qwen names) on a llama model: the guess
 
 
+def test_unwritable_cache_is_a_clear_error(tiny_gguf, monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("COMPLETER_CACHE", str(blocker / "sub"))
+    with pytest.raises(FileNotFoundError, match="COMPLETER_CACHE"):
+        resolve_model(str(tiny_gguf[0]))
+
+
 def test_bad_gguf_is_a_clear_error(tmp_path):
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF\x03\x00\x00\x00not really")
