@@ -58,15 +58,6 @@ def test_quantization_of_target_and_draft_and_draft_placement(drafter):
     assert "quantization" not in engine_kwargs(cfg(speculation="none"), "/m/t")
 
 
-@pytest.mark.parametrize("settings,match", [
-    (dict(speculation="none", quantization="fp4000"), "quantization='fp4000' is not a vLLM quantization"),
-    (dict(speculation="draft", draft_quantization="int3"), "draft_quantization='int3'"),
-])
-def test_unknown_quantization_names_the_setting(settings, match):
-    with pytest.raises(ValueError, match=match):
-        engine_kwargs(cfg(**settings), "/m/t", "/m/d")
-
-
 def test_fp8_on_a_gpu_without_fp8_tensor_cores_is_refused():
     with pytest.raises(ValueError, match="compute capability 8.9"):
         check_quantization("fp8", "quantization", capability=(8, 0))

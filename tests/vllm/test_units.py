@@ -54,6 +54,8 @@ def test_overrides_win():
 @pytest.mark.parametrize("config,match", [
     (dict(speculation="draft+ngram"), "one proposer"),
     (dict(speculation="none", device="cpu"), "CUDA"),
+    (dict(speculation="none", quantization="fp4000"), "quantization='fp4000' is not a vLLM quantization"),
+    (dict(speculation="draft", draft_quantization="int3"), "draft_quantization='int3'"),
 ])
 def test_unsupported_settings_are_clear_errors(config, match):
     with pytest.raises(ValueError, match=match):
