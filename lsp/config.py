@@ -75,6 +75,7 @@ class ServerConfig:
     adaptive_debounce: bool = False       # debounce learned from the client's typing rhythm (else debounceMs)
     debounce_min_ms: float = 0.0          # bounds of the adaptive debounce
     debounce_max_ms: float = 80.0
+    token_healing: bool = True            # prompt backed up to a token boundary at the cursor (completer.healing)
 
     # JSON name -> (field name, validator)
     _KEYS = {
@@ -92,6 +93,7 @@ class ServerConfig:
         "adaptiveDebounce": ("adaptive_debounce", _bool),
         "debounceMinMs": ("debounce_min_ms", lambda n, v: _number(n, v, 0, 10_000)),
         "debounceMaxMs": ("debounce_max_ms", lambda n, v: _number(n, v, 0, 10_000)),
+        "tokenHealing": ("token_healing", _bool),
     }
 
     def updated(self, options: Any, where: str = "initializationOptions") -> "ServerConfig":
@@ -127,7 +129,7 @@ class ServerConfig:
     def settings(self) -> Settings:
         """The pipeline's settings: the prompt gets ``min(contextBudgetTokens, maxPromptTokens)`` tokens."""
         return Settings(template=self.template, budget_tokens=min(self.context_budget_tokens, self.max_prompt_tokens),
-                        max_tokens=self.max_tokens)
+                        max_tokens=self.max_tokens, token_healing=self.token_healing)
 
     def to_json(self) -> dict:
         d = {key: getattr(self, fname) for key, (fname, _) in self._KEYS.items()}

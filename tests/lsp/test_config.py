@@ -36,3 +36,10 @@ def test_bad_options_name_the_field(options, match):
 def test_to_json_round_trips():
     cfg = ServerConfig.from_options({"maxTokens": 5, "engine": {"num_speculative_tokens": 3}})
     assert ServerConfig.from_options(cfg.to_json()) == cfg
+
+
+def test_token_healing_reaches_the_pipeline_settings():
+    assert ServerConfig.from_options(None).settings().token_healing is True
+    assert ServerConfig.from_options({"tokenHealing": False}).settings().token_healing is False
+    with pytest.raises(ConfigError, match=r"tokenHealing: expected true or false"):
+        ServerConfig.from_options({"tokenHealing": "no"})
