@@ -140,7 +140,7 @@ class Lifecycle:
         self.supersede(uri)
         flight = self._flights.get(uri)
         if flight is not None and (not cfg.reuse_in_flight or snap is None or flight.diverged(snap.text)):
-            self.stats.flights_diverged += 1
+            self.stats.flights_diverged += cfg.reuse_in_flight
             self._abort_flight(uri)
 
     def document_closed(self, uri: str) -> None:
@@ -213,7 +213,7 @@ class Lifecycle:
                     self.stats.reuses += 1
                     return Completion(text, offset, reused=True, early=not flight.gen.finished)
         if flight is not None and self._flights.get(snap.uri) is flight:
-            self.stats.flights_diverged += 1
+            self.stats.flights_diverged += cfg.reuse_in_flight
             self._abort_flight(snap.uri)
         wait_ms = (self._rhythm.debounce_ms(cfg.debounce_ms, cfg.debounce_min_ms, cfg.debounce_max_ms)
                    if cfg.adaptive_debounce else cfg.debounce_ms)
