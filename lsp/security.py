@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 from urllib.parse import parse_qs, urlsplit
 
+from completer.cli import positive_int
+
 log = logging.getLogger(__name__)
 
 TOKEN_ENV = "COMPLETER_WS_TOKEN"
@@ -238,7 +240,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                         f"non-loopback address (default: env {TOKEN_ENV})")
     g.add_argument("--allow-origin", action="append", metavar="PATTERN",
                    help="also accept websocket handshakes with this Origin (wildcards: https://ide.example.com:*)")
-    g.add_argument("--max-message-bytes", type=_positive, default=DEFAULT_MAX_MESSAGE_BYTES,
+    g.add_argument("--max-message-bytes", type=positive_int, default=DEFAULT_MAX_MESSAGE_BYTES,
                    help=f"largest JSON-RPC message accepted (default {DEFAULT_MAX_MESSAGE_BYTES})")
     g.add_argument("--model", action="append", metavar="NAME",
                    help="a model (folder or hub id) TCP/websocket clients may name in their settings (repeatable)")
@@ -246,13 +248,3 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                    help="TCP/websocket clients may name models inside this folder (repeatable)")
     g.add_argument("--allow-client-models", action="store_true",
                    help="TCP/websocket clients may name any model path (trusted clients only)")
-
-
-def _positive(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {n}")
-    return n
