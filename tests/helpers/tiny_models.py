@@ -56,15 +56,22 @@ def train_tokenizer(path: Path, vocab_size: int = 400) -> None:
     tok.save(str(path / "tokenizer.json"))
 
 
+def random_lm(seed: int, sharp: float | None = None, **config) -> LlamaForCausalLM:
+    """A random-weight model (``config``: ModelConfig fields over 4 query / 2 key-value heads, untied embeddings);
+    ``sharp`` fills the final norm so that greedy choices are not near-ties."""
+    model = LlamaForCausalLM(ModelConfig(**{"num_attention_heads": 4, "num_key_value_heads": 2,
+                                            "tie_word_embeddings": False, **config}))
+    model.init_weights(seed)
+    if sharp is not None:
+        with torch.no_grad():
+            model.model.norm.weight.fill_(sharp)
+    return model
+
+
 def build_model(path: Path, tokenizer_dir: Path, *, hidden: int, layers: int, seed: int, sharp: float = 12.0,
                 vocab: int = 400, max_positions: int = 1024) -> Path:
-    cfg = ModelConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
-                      eos_token_id=0, tie_word_embeddings=False)
-    model = LlamaForCausalLM(cfg)
-    model.init_weights(seed)
-    with torch.no_grad():
-        model.model.norm.weight.fill_(sharp)
+    model = random_lm(seed, sharp, vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 2,
+                      num_hidden_layers=layers, max_position_embeddings=max_positions, eos_token_id=0)
     save(model, path, tokenizer_dir)
     return path
 

@@ -7,10 +7,11 @@ import torch
 
 from completer.engine import EngineConfig, EngineError, Request, create_engine
 from completer.engine.torch_engine import TorchEngine, _Running
-from completer.models.llama import LlamaForCausalLM, ModelConfig
+from completer.models.llama import LlamaForCausalLM
 from completer.speculative import DraftProposer, Sampling, speculative_step
 
 from tests.helpers import engine_contract as contract
+from tests.helpers.tiny_models import random_lm
 collect = contract.collect
 
 DOC = "import os\n\nclass Cache:\n    def __init__(self, size):\n        self.size = size\n"
@@ -157,14 +158,8 @@ def test_create_engine_dispatches_to_torch(tiny_pair):
 
 
 def tiny_lm(vocab: int, layers: int, seed: int, sharp: float) -> LlamaForCausalLM:
-    cfg = ModelConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                      tie_word_embeddings=False)
-    m = LlamaForCausalLM(cfg)
-    m.init_weights(seed)
-    with torch.no_grad():
-        m.model.norm.weight.fill_(sharp)
-    return m.eval()
+    return random_lm(seed, sharp, vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                     max_position_embeddings=64).eval()
 
 
 def test_speculative_sampling_end_to_end_matches_target_distribution():

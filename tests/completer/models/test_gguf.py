@@ -18,6 +18,7 @@ import torch
 from completer.models import resolve_model
 from completer.models.gguf import GGUFError, materialise, read_state_dict, smollm2_path
 from completer.models.llama import LlamaForCausalLM
+from tests.helpers.tiny_models import random_lm
 
 gguf = pytest.importorskip("gguf")
 transformers = pytest.importorskip("transformers")
@@ -134,18 +135,14 @@ def test_tiny_gguf_logits_and_tokens_match_transformers(tiny_gguf, tmp_path):
 def test_qwen2_gguf_matches_transformers(tiny_pair, tmp_path):
     """Qwen2 files (Qwen2.5-Coder, what Ollama users run for code): q/k/v biases, no row permutation, the qwen2
     pre-tokenizer split, tied embeddings."""
-    from completer.models.llama import ModelConfig
     Q = gguf.GGMLQuantizationType
-    cfg = ModelConfig(vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=256, model_type="qwen2", attention_bias=True,
+    model = random_lm(3, 8.0, vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      max_position_embeddings=256, model_type="qwen2", attention_bias=True,
                       tie_word_embeddings=True, rope_theta=1_000_000.0)
-    model = LlamaForCausalLM(cfg)
-    model.init_weights(3)
     with torch.no_grad():
         for layer in model.model.layers:
             for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
                 proj.bias.normal_(0, 0.5)
-        model.model.norm.weight.fill_(8.0)
     path = write_gguf(tiny_pair[0], tmp_path / "qwen.gguf", {"attn_q": Q.Q8_0, "ffn_up": Q.Q4_1}, model=model,
                       pre="qwen2")
     folder = materialise(path, root=tmp_path / "cache")
