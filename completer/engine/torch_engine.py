@@ -27,7 +27,8 @@ from ..models import resolve_model
 from ..models.llama import SMALL_STEP, KVCache, LlamaForCausalLM, PackedLinear
 from ..models.tokenizer import load_tokenizer
 from ..prompt import ALL_END_TOKENS, template_for_model
-from ..speculative import DraftProposer, Sampling, common_prefix, decode_one, make_schedule, prefill, propose_ngram, speculative_step
+from ..speculative import (BreakEven, DraftProposer, Sampling, common_prefix, decode_one, make_schedule, prefill,
+                           propose_ngram, speculative_step)
 from .base import (Chunk, Counters, EngineError, InjectedFault, Request, apply_stop, check_prompt, held_back,
                    open_model)
 from .config import EngineConfig
@@ -73,6 +74,8 @@ class _Running:
     schedule: object = None
     emitted: int = 0                                        # characters of output text already streamed
     pending_ids: list[int] = field(default_factory=list)    # token ids not yet sent (their text is held back)
+    payoff: BreakEven | None = None                        # whether speculation still pays (never slower than none)
+    draft_c: float = 0.0                                    # cost per draft token of the current step
     aborted: bool = False
     done: bool = False
     heal_left: str = ""                                     # token healing: characters still to re-type
@@ -109,6 +112,8 @@ class TorchEngine:
         self.threads = (ThreadChooser(config.threads or os.cpu_count() or 1, config.adaptive_threads)
                         if self.device.type == "cpu" else None)
         self.stop_ids = self._stop_ids()
+        self._spec_costs: tuple[float, float] | None = None     # (c, v), see _speculation_costs
+        self.speculation_switched_off = 0                       # requests whose speculation stopped paying
         # special tokens (FIM sentinels, file separators): prompt lookup never matches or proposes across them
         self.sentinels = frozenset(i for i, t in self.tokenizer.get_added_tokens_decoder().items() if t.special)
         # test hook (supervisor.inject_step_fault): every model step after this many raises InjectedFault
@@ -330,14 +335,50 @@ class TorchEngine:
             return decode_one(self.target, run.caches.target, run.tokens, run.sampling, self.n_vocab,
                               self._healing(run)).tokens
         k = min(run.schedule.k, req.max_new_tokens - len(run.generated) - 1)
-        if k < 1:
+        if run.payoff is None:
+            c, v = self._speculation_costs()
+            run.payoff = BreakEven(c, v)
+        if k < 1 or not run.payoff.pays():                     # speculation stopped paying for this request
             return decode_one(self.target, run.caches.target, run.tokens, run.sampling, self.n_vocab).tokens
+        run.draft_c = 0.0
         res = speculative_step(self.target, run.caches.target, run.tokens, lambda t, kk, s: self._propose(run, t, kk, s),
                                k, run.sampling, self.n_vocab)
         if res.proposed:
             self._counters.record_draft(res.proposed, res.accepted)
             run.schedule.update(res.proposed, res.accepted)
+            run.payoff.update(res.proposed, res.accepted, run.draft_c)
+            if run.payoff.off:
+                self.speculation_switched_off += 1
         return res.tokens
+
+    @torch.inference_mode()
+    def _speculation_costs(self) -> tuple[float, float]:
+        """(c, v) for BreakEven, measured once on this machine: a draft forward over a target forward (one token
+        at a few hundred cached positions), and a 5-token target forward (verification at k=4) over a 1-token one."""
+        if self._spec_costs is None:
+            import statistics
+
+            def timed(model, cache, n, ids):
+                ts = []
+                for _ in range(7):
+                    cache.truncate(len(ids))
+                    t0 = time.perf_counter()
+                    model(torch.tensor([[ids[-1]] * n], device=self.device), cache=cache, last_only=True)
+                    ts.append(time.perf_counter() - t0)
+                return statistics.median(ts)
+
+            n = max(8, min(256, self.target.config.max_position_embeddings - 16))
+            ids = [i % self.n_vocab for i in range(n)]
+            cache = self.target.new_cache(len(ids) + 8)
+            self.target(torch.tensor([ids], device=self.device), cache=cache, last_only=True)
+            t1, t5 = timed(self.target, cache, 1, ids), timed(self.target, cache, 5, ids)
+            c = 0.0
+            if self.draft is not None:
+                dcache = self.draft.new_cache(len(ids) + 8)
+                self.draft(torch.tensor([ids], device=self.device), cache=dcache, last_only=True)
+                c = timed(self.draft, dcache, 1, ids) / t1
+            self._spec_costs = (c, max(1.0, t5 / t1))
+        return self._spec_costs
 
     def _healing(self, run: _Running) -> tuple[int, ...]:
         """The token ids allowed while token healing still has characters to re-type (none: no constraint)."""
@@ -349,6 +390,7 @@ class TorchEngine:
             drafts = propose_ngram(tokens, k, self.config.ngram_min, self.config.ngram_max, self.sentinels)
             if drafts or method == "ngram":
                 return drafts, None                            # one-hot q
+        run.draft_c = self._speculation_costs()[0]             # this step's drafts cost draft forwards
         return self.proposer.propose(run.caches.draft, tokens, k, sampling)
 
     def _take_caches(self, key: str | None) -> _Caches:

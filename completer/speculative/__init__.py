@@ -4,8 +4,8 @@ from .decode import StepResult, catch_up, common_prefix, decode_one, prefill, sp
 from .draft import DraftProposer
 from .ngram import propose_ngram
 from .sampling import Sampling
-from .schedule import AdaptiveK, FixedK, make_schedule
+from .schedule import AdaptiveK, BreakEven, FixedK, make_schedule
 from .verify import verify_greedy, verify_sampling
 
-__all__ = ["AdaptiveK", "DraftProposer", "FixedK", "Sampling", "StepResult", "catch_up", "common_prefix",
+__all__ = ["AdaptiveK", "BreakEven", "DraftProposer", "FixedK", "Sampling", "StepResult", "catch_up", "common_prefix",
            "decode_one", "make_schedule", "prefill", "propose_ngram", "speculative_step", "verify_greedy", "verify_sampling"]

@@ -40,3 +40,39 @@ def make_schedule(num_speculative_tokens: int | str, max_speculative_tokens: int
     if num_speculative_tokens == "adaptive":
         return AdaptiveK(max_speculative_tokens, start=min(4, max_speculative_tokens))
     return FixedK(int(num_speculative_tokens))
+
+
+class BreakEven:
+    """Whether speculation still pays for one request, from what it has delivered so far ("never slower than none").
+
+    A speculative step costs ``k * c + v`` plain decode steps, where ``c`` is the proposer's cost per draft token
+    relative to a target step (a draft model's forward over the target's; about 0 for n-gram lookup) and ``v``
+    the target's (k+1)-token verification relative to its one-token step; it yields the accepted drafts plus one
+    token. Over the last ``window`` speculative steps, when the tokens per step fall to or below the cost per
+    step, plain decoding would have been at least as fast, so ``pays()`` turns False and the engine decodes the
+    rest of the request without speculation. Nothing is decided before ``min_steps`` steps (one unlucky step is
+    not a trend).
+    """
+
+    def __init__(self, c: float, v: float = 1.0, window: int = 8, min_steps: int = 4):
+        if c < 0 or v <= 0:
+            raise ValueError(f"need c >= 0 and v > 0, got c={c}, v={v}")
+        self.c, self.v, self.window, self.min_steps = c, v, window, min_steps
+        self._steps: list[tuple[int, int, float]] = []    # (proposed, accepted, c) of recent speculative steps
+        self.off = False
+
+    def update(self, proposed: int, accepted: int, c: float | None = None) -> None:
+        """Record one verification; ``c`` overrides the cost per draft token for this step (draft+n-gram mixes
+        a free proposer with a model)."""
+        if proposed <= 0 or self.off:
+            return
+        self._steps.append((proposed, accepted, self.c if c is None else c))
+        del self._steps[:-self.window]
+        if len(self._steps) >= self.min_steps:
+            tokens = sum(a + 1 for _, a, _ in self._steps)
+            cost = sum(p * cc + self.v for p, _, cc in self._steps)
+            if tokens <= cost:
+                self.off = True
+
+    def pays(self) -> bool:
+        return not self.off

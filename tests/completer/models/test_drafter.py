@@ -1,0 +1,111 @@
+"""The EAGLE-3 drafter: its unrolled training pass computes what vLLM's draft loop computes step by step, and its
+checkpoint has the names and config keys vLLM 0.26's ``llama_eagle3.py`` loads."""
+
+import json
+
+import torch
+import torch.nn.functional as F
+
+from completer.models.drafter import DrafterConfig, Eagle3Drafter, apply_rope, target_features
+from completer.models.llama import LlamaForCausalLM, ModelConfig
+
+
+def tiny(seed=0):
+    torch.manual_seed(seed)
+    t = LlamaForCausalLM(ModelConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64))
+    t.init_weights(seed)
+    d = Eagle3Drafter(DrafterConfig.for_target(t.config))
+    with torch.no_grad():
+        for p in d.parameters():
+            p.copy_(torch.randn_like(p) * 0.2 + (1.0 if p.dim() == 1 else 0.0))
+    return t.eval(), d.eval()
+
+
+def reference_chain(d, embed, tokens, feats, p, steps):
+    """vLLM's loop for one verification ending at index p: a first pass over positions 0..p (target-derived
+    hidden states, causal), then one query per step at position p + j over the cache of all earlier entries."""
+    c = d.config
+    m, a = d.midlayer, d.midlayer.self_attn
+
+    def qkv(emb, hid, pos):
+        x = torch.cat([m.input_layernorm(emb), m.hidden_norm(hid)], -1)
+        T = x.shape[0]
+        q = a.q_proj(x).view(T, c.num_attention_heads, c.head_dim).transpose(0, 1)
+        k = a.k_proj(x).view(T, c.num_key_value_heads, c.head_dim).transpose(0, 1)
+        v = a.v_proj(x).view(T, c.num_key_value_heads, c.head_dim).transpose(0, 1)
+        cos, sin = d.rope_cos[pos], d.rope_sin[pos]
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+    def finish(hid, y):
+        res = hid + a.o_proj(y)
+        res = res + m.mlp(m.post_attention_layernorm(res))
+        return d.lm_head(d.norm(res)), res
+
+    rep = c.num_attention_heads // c.num_key_value_heads
+    hid0 = d.fc(feats[0, : p + 1])
+    emb0 = embed(tokens[0, 1: p + 2])
+    q, K, V = qkv(emb0, hid0, torch.arange(p + 1))
+    y = F.scaled_dot_product_attention(q, K.repeat_interleave(rep, 0), V.repeat_interleave(rep, 0), is_causal=True)
+    logits, res = finish(hid0, y.transpose(0, 1).reshape(p + 1, -1))
+    out, hid = [logits[p]], res[p: p + 1]
+    for j in range(1, steps):
+        q, k, v = qkv(embed(tokens[0, p + j + 1: p + j + 2]), hid, torch.tensor([p + j]))
+        K, V = torch.cat([K, k], 1), torch.cat([V, v], 1)
+        y = F.scaled_dot_product_attention(q, K.repeat_interleave(rep, 0), V.repeat_interleave(rep, 0))
+        logits, hid = finish(hid, y.transpose(0, 1).reshape(1, -1))
+        out.append(logits[0])
+    return out
+
+
+@torch.no_grad()
+def test_unrolled_training_pass_equals_the_step_by_step_draft_loop():
+    t, d = tiny()
+    tokens = torch.randint(0, 64, (1, 20), generator=torch.Generator().manual_seed(1))
+    feats, _ = target_features(t, tokens, d.config.aux_layer_ids)
+    outs = d.unrolled(t.model.embed_tokens, tokens, feats, 4)
+    for p in (0, 5, 13):
+        ref = reference_chain(d, t.model.embed_tokens, tokens, feats, p, 4)
+        for j in range(4):
+            torch.testing.assert_close(outs[j][0, p], ref[j], atol=1e-4, rtol=1e-4)
+
+
+@torch.no_grad()
+def test_target_features_are_the_residual_stream_and_the_logits_are_the_models():
+    t, d = tiny()
+    tokens = torch.randint(0, 64, (2, 12))
+    feats, logits = target_features(t, tokens, [0, 2, 4])
+    torch.testing.assert_close(logits, t(tokens), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(feats[..., :32], t.model.embed_tokens(tokens))      # id 0 = the embeddings
+
+
+def test_checkpoint_has_vllms_names_and_config_keys(tmp_path):
+    t, d = tiny()
+    d.save(tmp_path, {"note": "test"})
+    from safetensors import safe_open
+
+    names = set(safe_open(str(tmp_path / "model.safetensors"), "pt").keys())
+    expected = {"fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d"} | {
+        f"midlayer.{n}.weight" for n in ("input_layernorm", "hidden_norm", "post_attention_layernorm",
+                                         "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                         "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")}
+    assert names == expected                                  # embed_tokens absent: vLLM shares the target's
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["num_hidden_layers"] == 1
+    assert cfg["eagle_aux_hidden_state_layer_ids"] == d.config.aux_layer_ids == [2, 3, 4]
+    assert cfg["target_hidden_size"] == cfg["hidden_size"] == 32
+    with torch.no_grad():
+        again = Eagle3Drafter.load(tmp_path)
+        tokens = torch.randint(0, 64, (1, 10))
+        feats, _ = target_features(t, tokens, d.config.aux_layer_ids)
+        a = d.unrolled(t.model.embed_tokens, tokens, feats, 2)[1]
+        b = again.unrolled(t.model.embed_tokens, tokens, feats, 2)[1]
+    assert (a.argmax(-1) == b.argmax(-1)).float().mean() > 0.9     # bf16 checkpoint, same drafts
+
+
+def test_a_smaller_draft_vocabulary_maps_back_to_target_ids():
+    t, _ = tiny()
+    d = Eagle3Drafter(DrafterConfig.for_target(t.config, draft_vocab_size=4))
+    d.set_vocab(torch.tensor([9, 0, 63, 5]))
+    assert d.draft_ids().tolist() == [0, 5, 9, 63]
+    assert d.t2d.nonzero().flatten().tolist() == [0, 5, 9, 63]
