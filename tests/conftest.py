@@ -35,6 +35,12 @@ def house_options() -> dict:
     return tiny_models.house_options()
 
 
+@pytest.fixture(scope="session")
+def house_tokenizer(house_options):
+    """The shipped house tokenizer (fails, like ``house_options``, when the pair is missing)."""
+    return tiny_models.house_tokenizer()
+
+
 @pytest.fixture
 def make_engine(tiny_pair):
     """Factory: make_engine(**EngineConfig overrides) on the tiny pair, CPU; closed after the test."""

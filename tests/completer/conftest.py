@@ -1,5 +1,4 @@
-"""Fixtures for the prompt, context and postprocess tests: a token counter (the house tokenizer when shipped, else
-about 3 characters a token)."""
+"""Fixtures for the prompt, context and postprocess tests: a token counter (the shipped house tokenizer's)."""
 
 from __future__ import annotations
 
@@ -9,5 +8,5 @@ from tests.helpers.context_samples import token_counter
 
 
 @pytest.fixture(scope="session")
-def count_tokens():
-    return token_counter()
+def count_tokens(house_tokenizer):
+    return token_counter(house_tokenizer)

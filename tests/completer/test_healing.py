@@ -7,15 +7,11 @@ from tokenizers import Tokenizer
 
 from completer import healing
 from completer.context import SourceFile, build_prompt
-from completer.models import HOUSE_DIR
-
-TOKENIZER = HOUSE_DIR / "target" / "tokenizer.json"
 
 
 @pytest.fixture(scope="module")
-def tok():
-    assert TOKENIZER.is_file(), f"the shipped house tokenizer is missing: {TOKENIZER}"
-    return Tokenizer.from_file(str(TOKENIZER))
+def tok(house_tokenizer) -> Tokenizer:
+    return house_tokenizer
 
 
 @pytest.mark.parametrize("prefix,heal", [

@@ -4,17 +4,11 @@ One sample per supported language (imports, a scope far above the cursor), the c
 """
 
 from completer.context import SourceFile, build_prompt
-from completer.models import HOUSE_DIR
 
 
-def token_counter():
-    """The house tokenizer's count when the model is shipped, else about 3 characters a token."""
-    path = HOUSE_DIR / "target" / "tokenizer.json"
-    if path.is_file():
-        from tokenizers import Tokenizer
-        tok = Tokenizer.from_file(str(path))
-        return lambda s: len(tok.encode(s, add_special_tokens=False).ids)
-    return lambda s: len(s) // 3
+def token_counter(tokenizer):
+    """Prompt tokens as ``tokenizer`` (a ``tokenizers.Tokenizer``: the house one in the tests) counts them."""
+    return lambda s: len(tokenizer.encode(s, add_special_tokens=False).ids)
 
 
 def at_cursor(src: str) -> tuple[str, int]:

@@ -41,6 +41,16 @@ def house_options() -> dict:
     return {"model": "house:target", "draft": "house:draft", "device": "cpu"}
 
 
+def house_tokenizer():
+    """The shipped house tokenizer (``tokenizers.Tokenizer``); the pair shares it."""
+    from tokenizers import Tokenizer
+
+    path = HOUSE_DIR / "target" / "tokenizer.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"the shipped house tokenizer is missing: {path}")
+    return Tokenizer.from_file(str(path))
+
+
 def train_tokenizer(path: Path, vocab_size: int = 400) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 

@@ -53,17 +53,9 @@ def test_psm_template_shares_the_context_and_prefix(count_tokens):
         assert _common(p1, p2) >= cut
 
 
-def test_consecutive_prompts_share_house_tokens():
+def test_consecutive_prompts_share_house_tokens(house_tokenizer):
     """With the shipped house tokenizer: all but the last few tokens of the earlier prompt are shared."""
-    import pytest
-
-    from completer.models import HOUSE_DIR
-    path = HOUSE_DIR / "target" / "tokenizer.json"
-    if not path.is_file():
-        pytest.skip("house tokenizer not shipped")
-    from tokenizers import Tokenizer
-    tok = Tokenizer.from_file(str(path))
-    ids = lambda s: tok.encode(s, add_special_tokens=False).ids
+    ids = lambda s: house_tokenizer.encode(s, add_special_tokens=False).ids
     count = lambda s: len(ids(s))
     mid = BODY.index("def f120")
     prompts = _typing(count, "house", BODY[:mid], "\n" + BODY[mid:], LINE[:30])
