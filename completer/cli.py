@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "train":
         from .models.train import main as train_main
         return train_main(argv[1:]) or 0
+    if argv and argv[0] == "tune":
+        from .tune import main as tune_main
+        return tune_main(argv[1:]) or 0
     if argv and argv[0] == "train-drafter":
         from .models.drafter import main as drafter_main
         return drafter_main(argv[1:]) or 0
@@ -139,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--seed", type=int, default=None)
     c.add_argument("--stats", action="store_true", help="print the engine counters to stderr")
     sub.add_parser("train", help="train the house tokenizer and model pair (see completer.models.train)")
+    sub.add_parser("tune", help="measure each speculation method and k here and write the winning settings")
     sub.add_parser("train-drafter", help="train an EAGLE-3 drafter for a target model (see completer.models.drafter)")
     args = p.parse_args(argv)
     try:

@@ -1,0 +1,181 @@
+"""``completer tune``: choose the speculation setting by measuring it, on this machine, for these models.
+
+Why: whether speculation pays depends on the hardware and the models (on the H200 the house pair's ``draft_model``
+is 0.5x of no speculation while at 7B an EAGLE-3 drafter is ~2x; on a CPU it is different again), so the setting is
+chosen from a measurement, not hoped for. Each available method and k runs in its own engine on the same sample
+prompts, one request at a time, greedy; per configuration: median tokens/s per request, aggregate tokens/s, latency
+p50/p95, tokens per step, and whether the output is identical to no speculation. The winner is the fastest
+configuration by median tokens/s among those with identical greedy output and at least ``--min-gain`` over none;
+if nothing qualifies, ``none`` wins. Writes ``--out`` (JSON: the winning engine settings and the whole table) and
+prints the table.
+
+    completer tune                                   # embedded backend, house pair, CPU or GPU
+    completer tune --backend vllm --model M --draft D --drafter E --out tune.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from .engine import EngineConfig, EngineError, Request, create_engine
+
+
+def candidates(backend: str, ks: list[int], draft: str | None, drafter: str | None) -> dict[str, dict]:
+    """Every speculation setting the backend offers, each k of ``ks`` (engine settings per name)."""
+    out = {"none": dict(speculation="none")}
+    for k in ks:
+        if draft:
+            out[f"draft k={k}"] = dict(speculation="draft", num_speculative_tokens=k)
+        if backend == "vllm" and drafter:
+            out[f"eagle3 k={k}"] = dict(speculation="eagle3", num_speculative_tokens=k)
+        out[f"ngram k={k}"] = dict(speculation="ngram", num_speculative_tokens=k)
+        if backend == "vllm":
+            out[f"ngram_gpu k={k}"] = dict(speculation="ngram_gpu", num_speculative_tokens=k)
+        elif draft:
+            out[f"draft+ngram k={k}"] = dict(speculation="draft+ngram", num_speculative_tokens=k)
+    if backend == "torch" and draft:
+        out["draft adaptive"] = dict(speculation="draft", num_speculative_tokens="adaptive")
+    return out
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
+
+
+async def measure(config: EngineConfig, prompts: list, max_new_tokens: int) -> dict:
+    engine = create_engine(config)
+    try:
+        async def one(rid: str, prompt) -> tuple[float, list[int]]:
+            t0, ids = time.perf_counter(), []
+            async for chunk in engine.generate(Request(rid, prompt, max_new_tokens=max_new_tokens)):
+                ids.extend(chunk.token_ids)
+            return time.perf_counter() - t0, ids
+
+        await one("warm-up", prompts[0])
+        before = engine.counters()
+        runs = [await one(f"t{i}", p) for i, p in enumerate(prompts)]
+        after = engine.counters()
+    finally:
+        await engine.close()
+    lat = [r[0] for r in runs]
+    drafts = (after.get("draft_per_position") or [0])[0] - ((before.get("draft_per_position") or [0]) + [0])[0]
+    accepted = after.get("accepted_tokens", 0) - before.get("accepted_tokens", 0)
+    return {"tokens_per_s_p50": statistics.median(len(ids) / t for t, ids in runs if ids),
+            "aggregate_tokens_per_s": sum(len(ids) for _, ids in runs) / sum(lat),
+            "latency_p50_ms": statistics.median(lat) * 1e3, "latency_p95_ms": pct(lat, 0.95) * 1e3,
+            "tokens_per_step": 1 + accepted / drafts if drafts else 1.0, "ids": [ids for _, ids in runs]}
+
+
+def sample_prompts(args, tokenizer) -> list:
+    if args.prompts:
+        data = json.loads(Path(args.prompts).read_text())
+        out = [d["prompt"] if isinstance(d, dict) else d for d in data][: args.n]
+        if not out:
+            raise SystemExit(f"completer tune: no prompts in {args.prompts}")
+        return out
+    from .models.drafter import heldout_prompts
+
+    return heldout_prompts(tokenizer, args.n, seed=1234, max_len=900)
+
+
+def choose(table: dict[str, dict], min_gain: float) -> str:
+    base = table["none"]["tokens_per_s_p50"]
+    ok = [(r["tokens_per_s_p50"], name) for name, r in table.items()
+          if "error" not in r and r.get("greedy_identical_to_none") and r["tokens_per_s_p50"] >= min_gain * base]
+    return max(ok)[1] if ok else "none"
+
+
+async def run(args) -> int:
+    ks = [int(k) for k in args.ks.split(",") if k]
+    common = dict(backend=args.backend, model=args.model, draft=args.draft, device=args.device)
+    if args.backend == "vllm":
+        common.update(drafter=args.drafter, gpu_memory_utilization=args.gpu_memory_utilization)
+    cands = candidates(args.backend, ks, args.draft, args.drafter)
+    if args.only:
+        cands = {k: cands[k] for k in args.only.split(",") if k in cands}
+        cands.setdefault("none", dict(speculation="none"))
+    from .engine.base import open_model
+
+    _, tokenizer = open_model(args.model)              # the engines' tokenizer, without starting an engine
+    prompts = sample_prompts(args, tokenizer)
+    print(f"tuning {len(cands)} configurations on {len(prompts)} prompts, {args.max_new_tokens} new tokens each",
+          flush=True)
+    table: dict[str, dict] = {}
+    t0 = time.time()
+    for i, (name, cfg) in enumerate(cands.items()):
+        try:
+            table[name] = {"settings": cfg, **await measure(EngineConfig(**{**common, **cfg}), prompts,
+                                                              args.max_new_tokens)}
+        except (EngineError, ValueError) as e:
+            table[name] = {"settings": cfg, "error": str(e)}
+        done = time.time() - t0
+        r = table[name]
+        line = (f"{r['tokens_per_s_p50']:.1f} tok/s p50, {r['tokens_per_step']:.2f} tokens/step" if "error" not in r
+                else f"error: {r['error']}")
+        print(f"[{i + 1}/{len(cands)}] {name}: {line}  (ETA {done / (i + 1) * (len(cands) - i - 1):.0f} s)",
+              flush=True)
+    base = table["none"]
+    for r in table.values():
+        if "error" not in r and "error" not in base:
+            r["greedy_identical_to_none"] = r["ids"] == base["ids"]
+            r["speedup_vs_none"] = r["tokens_per_s_p50"] / base["tokens_per_s_p50"]
+    if "error" in base:
+        raise SystemExit(f"completer tune: no speculation failed, nothing to compare with: {base['error']}")
+    for r in table.values():
+        r.pop("ids", None)
+    winner = choose(table, args.min_gain)
+    result = {"command": "completer tune " + " ".join(args.argv), "machine": {"platform": platform.platform(),
+              "processor": platform.processor(), "python": sys.version.split()[0]},
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "prompts": len(prompts),
+              "max_new_tokens": args.max_new_tokens, "min_gain": args.min_gain,
+              "winner": winner, "settings": {**common, **table[winner]["settings"]}, "table": table}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print("| configuration | tok/s p50 | vs none | aggregate tok/s | latency p50 / p95 ms | tokens/step | greedy = none |")
+    print("|---|---|---|---|---|---|---|")
+    for name, r in table.items():
+        if "error" in r:
+            print(f"| {name} | error: {r['error']} | | | | | |")
+            continue
+        print(f"| {name}{' **(chosen)**' if name == winner else ''} | {r['tokens_per_s_p50']:.1f} | "
+              f"{r['speedup_vs_none']:.2f}x | {r['aggregate_tokens_per_s']:.1f} | {r['latency_p50_ms']:.0f} / "
+              f"{r['latency_p95_ms']:.0f} | {r['tokens_per_step']:.2f} | {r['greedy_identical_to_none']} |")
+    print(f"chosen: {winner} -> engine settings {json.dumps(result['settings'])}; wrote {out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ap = argparse.ArgumentParser(prog="completer tune", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backend", choices=("torch", "vllm"), default="torch")
+    ap.add_argument("--model", default="house:target")
+    ap.add_argument("--draft", default="house:draft", help="draft model ('' for none)")
+    ap.add_argument("--drafter", default="house:eagle3", help="EAGLE-3 drafter (vLLM backend)")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--gpu-memory-utilization", type=float, default=0.35)
+    ap.add_argument("--ks", default="2,4", help="comma-separated k to try for each method")
+    ap.add_argument("--only", default=None, help="comma-separated configuration names (none is always run)")
+    ap.add_argument("--prompts", default=None, help="JSON list of prompts (strings or {'prompt': ...}); "
+                    "default: fill-in-the-middle prompts from held-out source files")
+    ap.add_argument("--n", type=int, default=12, help="prompts per configuration")
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--min-gain", type=float, default=1.05, help="a method must beat none by this factor")
+    ap.add_argument("--out", default="tune.json")
+    args = ap.parse_args(argv)
+    args.argv = argv
+    args.draft = args.draft or None
+    return asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

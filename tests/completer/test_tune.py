@@ -1,0 +1,23 @@
+"""completer tune: the candidates each backend offers, and the choice rule (identical greedy output, a real gain)."""
+
+from completer.tune import candidates, choose
+
+
+def test_candidates_per_backend():
+    torch_c = candidates("torch", [2, 4], "house:draft", "house:eagle3")
+    assert {"none", "draft k=2", "ngram k=4", "draft+ngram k=2", "draft adaptive"} <= set(torch_c)
+    assert not any(n.startswith(("eagle3", "ngram_gpu")) for n in torch_c)       # vLLM-only methods
+    vllm_c = candidates("vllm", [3], None, "house:eagle3")
+    assert set(vllm_c) == {"none", "eagle3 k=3", "ngram k=3", "ngram_gpu k=3"}
+    assert vllm_c["eagle3 k=3"] == {"speculation": "eagle3", "num_speculative_tokens": 3}
+
+
+def row(tps, same=True):
+    return {"tokens_per_s_p50": tps, "greedy_identical_to_none": same}
+
+
+def test_choice_needs_identical_output_and_the_minimum_gain():
+    table = {"none": row(100), "a": row(104), "b": row(130, same=False), "c": row(120), "d": {"error": "x"}}
+    assert choose(table, 1.05) == "c"
+    assert choose({"none": row(100), "a": row(104)}, 1.05) == "none"       # 4% is within noise: keep none
+    assert choose({"none": row(100), "b": row(200, same=False)}, 1.05) == "none"
