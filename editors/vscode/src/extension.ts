@@ -12,7 +12,7 @@ import {
 import { InlineBridge, TriggerKind } from './bridge';
 import { connectTcp, resolveServer } from './launch';
 import {
-  CompleterSettings, needsRestart, readSettings, serverCommand, SettingsError, toInitOptions,
+  CompleterSettings, documentSelector, needsRestart, readSettings, serverCommand, SettingsError, toInitOptions,
 } from './settings';
 
 /** The client, with its own pop-ups turned into output-channel lines: the extension shows one message itself. */
@@ -34,12 +34,6 @@ let provider: vscode.Disposable | undefined;
 function currentSettings(): CompleterSettings {
   const cfg = vscode.workspace.getConfiguration('completer');
   return readSettings((key) => cfg.get(key));
-}
-
-function documentSelector(s: CompleterSettings): { scheme: string; language?: string }[] {
-  const schemes = ['file', 'untitled'];
-  if (s.languages.includes('*')) return schemes.map((scheme) => ({ scheme }));
-  return s.languages.flatMap((language) => schemes.map((scheme) => ({ scheme, language })));
 }
 
 /** Keep vscode-languageclient from registering the server's completion provider (see the top of this file). */

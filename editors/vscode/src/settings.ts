@@ -146,6 +146,14 @@ export function serverCommand(s: CompleterSettings): { command: string; args: st
   return { command, args, transport: { kind: 'tcp', host: m[1] || '127.0.0.1', port } };
 }
 
+/** The documents the client syncs and the ghost text runs on: files and untitled buffers of `languages` (all of
+ * them for `["*"]`), so settings.json, Markdown and output panes are left alone. */
+export function documentSelector(s: CompleterSettings): { scheme: string; language?: string }[] {
+  const schemes = ['file', 'untitled'];
+  if (s.languages.includes('*')) return schemes.map((scheme) => ({ scheme }));
+  return s.languages.flatMap((language) => schemes.map((scheme) => ({ scheme, language })));
+}
+
 /** Whether a settings change needs a new server process (else didChangeConfiguration is enough). */
 export function needsRestart(before: CompleterSettings, after: CompleterSettings): boolean {
   const key = (s: CompleterSettings) => JSON.stringify([s.serverCommand, s.languages, s.completionList]);

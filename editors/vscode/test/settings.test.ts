@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DEFAULTS, needsRestart, readSettings, serverCommand, SettingsError, toInitOptions } from '../src/settings';
+import { DEFAULTS, documentSelector, needsRestart, readSettings, serverCommand, SettingsError, toInitOptions } from '../src/settings';
 
 const from = (values: Record<string, unknown>) => readSettings((k) => values[k]);
 
@@ -68,4 +68,14 @@ test('only a new server command, language list or completion-list choice needs a
   assert.equal(needsRestart(DEFAULTS, { ...DEFAULTS, serverCommand: ['other'] }), true);
   assert.equal(needsRestart(DEFAULTS, { ...DEFAULTS, languages: ['python'] }), true);
   assert.equal(needsRestart(DEFAULTS, { ...DEFAULTS, completionList: true }), true);
+});
+
+test('the provider runs on code languages only by default, every file with ["*"]', () => {
+  const sel = documentSelector(from({}));
+  assert.ok(sel.some((f) => f.language === 'python' && f.scheme === 'file'));
+  assert.ok(sel.some((f) => f.language === 'python' && f.scheme === 'untitled'));
+  assert.ok(!sel.some((f) => ['json', 'jsonc', 'markdown', 'plaintext', undefined].includes(f.language)));
+  assert.deepEqual(documentSelector(from({ languages: ['go'] })),
+                   [{ scheme: 'file', language: 'go' }, { scheme: 'untitled', language: 'go' }]);
+  assert.deepEqual(documentSelector(from({ languages: ['*'] })), [{ scheme: 'file' }, { scheme: 'untitled' }]);
 });
