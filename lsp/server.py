@@ -24,6 +24,7 @@ import errno
 import json
 import logging
 import os
+import signal
 import sys
 from typing import Any
 
@@ -290,6 +291,10 @@ def main(argv: list[str] | None = None) -> None:
     policy = security.Policy.from_args(args, transport)
     # restarts a failed engine (completer.engine.supervisor); --fault-after-steps is its test hook
     host = EngineHost(supervised(fault_after_steps=args.fault_after_steps))
+    # SIGTERM (systemd, docker stop, an editor ending the server) takes SIGINT's path: asyncio cancels the serving
+    # task, whose finally closes the engine — with vLLM that ends its engine-core process, which otherwise outlives
+    # the server (parent 1) holding GPU memory
+    signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
     try:
         metrics.start(args, host, policy, transport)    # --metrics: Prometheus /metrics in a thread (lsp/metrics.py)
     except (ValueError, OSError) as e:

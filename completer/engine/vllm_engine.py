@@ -211,6 +211,19 @@ class VLLMEngine:
         except Exception as e:
             raise EngineError(f"vLLM engine failed to start: {type(e).__name__}: {e}") from e
         self.max_model_len = self.llm.model_config.max_model_len
+        # vLLM's engine core is a separate process: if this process ends without close() (an unhandled signal
+        # path, sys.exit from a thread), shut it down at interpreter exit so it never outlives us holding the GPU
+        import atexit
+
+        atexit.register(self._shutdown_at_exit)
+
+    def _shutdown_at_exit(self) -> None:
+        if not self._closed:
+            self._closed = True
+            try:
+                self.llm.shutdown()
+            except Exception:
+                pass
         healing.prepare(self.tokenizer)             # token healing's vocabulary table, before the first keystroke
 
     # --- Engine protocol ----------------------------------------------------------------------------------
@@ -332,3 +345,6 @@ class VLLMEngine:
         if self._active:
             await self.llm.abort(list(self._active))
         self.llm.shutdown()
+        import atexit
+
+        atexit.unregister(self._shutdown_at_exit)

@@ -1,0 +1,28 @@
+"""SIGTERM ends the TCP/websocket server the way Ctrl-C does (the serving task is cancelled and its finally closes
+the engine), with exit status 0 — not killed mid-flight, which left vLLM's engine-core process running."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+@pytest.mark.parametrize("transport", ["--ws", "--tcp"])
+def test_sigterm_is_a_clean_exit(transport):
+    proc = subprocess.Popen([sys.executable, "-m", "lsp.server", transport, "127.0.0.1:0", "--log-level", "INFO"],
+                            stderr=subprocess.PIPE, text=True, cwd=os.getcwd())
+    try:
+        deadline = time.monotonic() + 60
+        for line in proc.stderr:                                   # wait until it listens
+            if "listening on" in line or time.monotonic() > deadline:
+                break
+        assert proc.poll() is None, "server ended before listening"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
