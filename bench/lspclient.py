@@ -98,6 +98,7 @@ class Client:
         self.received: list[dict] = []
         self._arrived = asyncio.Condition()
         self.closed = False
+        self.read_error: Exception | None = None
         self._reader = asyncio.ensure_future(self._read())
 
     @property
@@ -126,11 +127,14 @@ class Client:
                     await self.send({"jsonrpc": "2.0", "id": msg["id"], "result": None})
         except (ConnectionError, OSError):
             pass
+        except Exception as e:                # an unreadable message: the connection is no longer usable
+            self.read_error = e
         finally:
             self.closed = True
+            why = f"reading failed: {self.read_error!r}" if self.read_error else "server closed the connection"
             for fut in self.pending.values():
                 if not fut.done():
-                    fut.set_exception(ServerGone("server closed the connection"))
+                    fut.set_exception(ServerGone(why))
                     fut.exception()           # retrieved: a caller that stopped waiting is no error
             async with self._arrived:
                 self._arrived.notify_all()
@@ -189,7 +193,8 @@ class Client:
                         if pred(m):
                             return m
                     if self.closed:
-                        raise ServerGone("server closed the connection")
+                        raise ServerGone(f"reading failed: {self.read_error!r}" if self.read_error
+                                         else "server closed the connection")
                     await self._arrived.wait()
         return await asyncio.wait_for(scan(), timeout)
 
