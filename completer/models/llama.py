@@ -318,6 +318,7 @@ class LlamaForCausalLM(nn.Module):
         self.register_buffer("rope_sin", sin, persistent=False)
         self.register_buffer("rope_sin_signed", signed_sin(sin), persistent=False)
         self.packing: str | None = None                      # see pack_
+        self.packed_max_tokens = SMALL_STEP
 
     def init_weights(self, seed: int = 0) -> None:
         g = torch.Generator().manual_seed(seed)
@@ -341,7 +342,7 @@ class LlamaForCausalLM(nn.Module):
             cache.ensure(start + T)
         elif T > self.config.max_position_embeddings:
             raise ValueError(f"{T} tokens exceed the model's {self.config.max_position_embeddings} positions")
-        packed = self.packing is not None and B * T <= SMALL_STEP and not torch.is_grad_enabled()
+        packed = self.packing is not None and B * T <= self.packed_max_tokens and not torch.is_grad_enabled()
         step = _Step(start, self.rope_cos[start:start + T, None], self.rope_sin_signed[start:start + T, None], None,
                      packed)
         if start and T > 1:   # query i sits at absolute position start+i and sees keys 0..start+i
@@ -363,10 +364,12 @@ class LlamaForCausalLM(nn.Module):
                 cache.tokens.extend(input_ids[0].tolist())
         return logits
 
-    def pack_(self, kind: str | None) -> "LlamaForCausalLM":
-        """Prepare ``PackedLinear`` copies of every matmul weight for steps of at most SMALL_STEP tokens (decode and
-        speculative verification read every weight once per token, so their bytes are the cost); prompts keep the
-        float32 matmuls, which are faster at many tokens. ``None`` drops the copies. Needs ``fuse_`` first."""
+    def pack_(self, kind: str | None, max_tokens: int = SMALL_STEP) -> "LlamaForCausalLM":
+        """Prepare ``PackedLinear`` copies of every matmul weight for steps of at most ``max_tokens`` tokens (decode
+        and speculative verification read every weight once per token, so their bytes are the cost); prompts keep
+        the float32 matmuls, which are faster at many tokens (a quality measurement packs every step). ``None``
+        drops the copies. Needs ``fuse_`` first."""
+        self.packed_max_tokens = max_tokens
         if kind is None:
             self.packing = None
             for layer in self.model.layers:
