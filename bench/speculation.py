@@ -14,7 +14,7 @@ acceptance alpha, k draft tokens cost about k*c + 1 target-forward units and yie
 tokens (Leviathan et al. 2023). On a CPU a small model's forward is dominated by fixed per-call overhead, so c is
 far from params_draft / params_target.
 
-    python bench/speculation.py                 # house pair, CPU, writes bench/results/speculation.{json,md,png}
+    python bench/speculation.py                 # house pair, CPU -> bench/results/speculation-<UTC time>/speculation.*
 """
 
 from __future__ import annotations
@@ -168,7 +168,8 @@ async def run(args) -> dict:
     for name, kw in cfgs.items():
         draft = args.draft if "draft" in kw["speculation"] else None
         engines[name] = TorchEngine(EngineConfig(model=args.model, draft=draft, device=args.device,
-                                                 prefix_cache=False, max_speculative_tokens=args.max_k, **kw))
+                                                 prefix_cache=False, max_speculative_tokens=args.max_k,
+                                                 threads=args.threads, **kw))
     any_engine = next(e for e in engines.values() if e.draft is not None)
     sources = heldout_sources(args.prompts, args.files)
     budget = min(args.context_tokens,
@@ -341,7 +342,8 @@ def main(argv=None) -> int:
     p.add_argument("--suffix-chars", type=int, default=600)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--files", nargs="*", help="source files to cut prompts from (default: the held-out split)")
-    p.add_argument("--out", default=str(RESULTS / "speculation"), help="output path without extension")
+    p.add_argument("--out", default=None, help="output path without extension (default: a new folder "
+                   "bench/results/speculation-<UTC time>/speculation, so committed results are never overwritten)")
     args = p.parse_args(argv)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
@@ -349,6 +351,9 @@ def main(argv=None) -> int:
     load_before = os.getloadavg()[0]
     res = asyncio.run(run(args))
     res["machine"]["load_average_1m_before"] = load_before
+    if args.out is None:
+        from datetime import datetime, timezone
+        args.out = str(RESULTS / f"speculation-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}" / "speculation")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(res, indent=1) + "\n")
