@@ -179,6 +179,8 @@ class VLLMEngine:
     """``Engine`` on vLLM's ``AsyncLLM``. ``engine_overrides`` are extra vLLM engine arguments (benchmarks)."""
 
     name = "vllm"
+    n_vocab: int | None = None       # the model's vocabulary, read from vLLM at start
+    _prompt = dict                   # vllm.inputs.TokensPrompt once vLLM is imported (a TypedDict: a dict at run time)
 
     def __init__(self, config: EngineConfig, **engine_overrides: Any) -> None:
         try:
@@ -211,6 +213,10 @@ class VLLMEngine:
         except Exception as e:
             raise EngineError(f"vLLM engine failed to start: {type(e).__name__}: {e}") from e
         self.max_model_len = self.llm.model_config.max_model_len
+        self.n_vocab = self.llm.model_config.get_vocab_size()   # ids past it are a per-request error, not a crash
+        from vllm.inputs import TokensPrompt
+
+        self._prompt = TokensPrompt                             # vLLM's typed prompt form for token ids
         # vLLM's engine core is a separate process: if this process ends without close() (an unhandled signal
         # path, sys.exit from a thread), shut it down at interpreter exit so it never outlives us holding the GPU
         import atexit
@@ -248,7 +254,7 @@ class VLLMEngine:
         if rid in self._active:
             raise EngineError(f"request id {rid!r} is already running")
         ids = list(request.prompt) if not isinstance(request.prompt, str) else self.encode(request.prompt)
-        check_prompt(ids, n_vocab=None, positions=self.max_model_len, reserve=max(request.max_new_tokens, 1))
+        check_prompt(ids, n_vocab=self.n_vocab, positions=self.max_model_len, reserve=max(request.max_new_tokens, 1))
         c = self._counters
         c.requests_started += 1
         c.prompt_tokens += len(ids)
@@ -271,7 +277,7 @@ class VLLMEngine:
         params = self._SamplingParams(**sampling_kwargs(request), output_kind=self._DELTA)
         self._active.add(rid)
         generated, done, first = 0, False, True
-        stream = self.llm.generate({"prompt_token_ids": ids}, params, rid)
+        stream = self.llm.generate(self._prompt(prompt_token_ids=ids), params, rid)
         try:
             async for out in stream:
                 if first and out.num_cached_tokens:
@@ -323,7 +329,7 @@ class VLLMEngine:
             params = self._SamplingParams(**kw, allowed_token_ids=list(allowed), output_kind=self._DELTA)
             got: list[int] = []
             sub = f"{request.request_id}#heal{len(new)}"
-            async with contextlib.aclosing(self.llm.generate({"prompt_token_ids": ids + new}, params, sub)) as s:
+            async with contextlib.aclosing(self.llm.generate(self._prompt(prompt_token_ids=ids + new), params, sub)) as s:
                 async for out in s:
                     got.extend(out.outputs[0].token_ids)
             if not got:

@@ -76,3 +76,29 @@ def test_fp8_on_a_gpu_without_fp8_tensor_cores_is_refused():
 def test_config_errors_name_the_setting(settings, match):
     with pytest.raises(ValueError, match=match):
         EngineConfig(**settings)
+
+
+def test_prompt_ids_outside_the_vocabulary_are_a_request_error_before_vllm_sees_them():
+    """Issue 15 item 4: the backend's own limits (vocabulary, max model length, read from vLLM at start) make a bad
+    prompt one request's error instead of an engine-core failure and a restart."""
+    import asyncio
+
+    from completer.engine.base import Counters, Request, RequestError
+    from completer.engine.vllm_engine import VLLMEngine
+
+    class NoLLM:
+        def generate(self, *a):
+            raise AssertionError("vLLM must not be asked")
+
+    e = object.__new__(VLLMEngine)
+    e.tokenizer, e.llm, e.max_model_len, e.n_vocab = None, NoLLM(), 64, 100
+    e._counters, e._active, e._closed = Counters(), set(), False
+
+    async def run(prompt, n=4):
+        async for _ in e.generate(Request("r", prompt, max_new_tokens=n)):
+            pass
+
+    with pytest.raises(RequestError, match="out of range 0..99"):
+        asyncio.run(run([5, 100]))
+    with pytest.raises(RequestError, match="exceeds the model's context of 64"):
+        asyncio.run(run([5] * 61))
