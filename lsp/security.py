@@ -203,7 +203,7 @@ def model_allowed(name: str | None, policy: "Policy") -> bool:
 
 def check_models(config, policy: "Policy") -> None:
     """Raise SecurityError if ``config`` (an EngineConfig) names a model the client may not load."""
-    for what in ("model", "draft"):
+    for what in ("model", "draft", "drafter"):      # drafter: the EAGLE-3 folder vLLM loads for speculation="eagle3"
         name = getattr(config, what, None)
         if not model_allowed(name, policy):
             raise SecurityError(
