@@ -320,8 +320,10 @@ def acceptance_report(drafter, target, prompts: list[list[int]], new_tokens: int
     continuation token (a verification step could start at any of them)."""
     drafted = [0] * k_max
     accepted = [0] * k_max
+    from tqdm import tqdm
+
     dmap = drafter.draft_ids()
-    for prompt in prompts:
+    for prompt in tqdm(prompts, desc="held-out acceptance", unit="prompt", file=sys.stdout, mininterval=10):
         cont = greedy_continuation(target, prompt, new_tokens, eos, device)
         seq = prompt + cont
         if len(cont) < 2:
@@ -404,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--aux-layers", default=None, help="comma-separated target depths (id k = after k layers)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--eval-prompts", type=int, default=None, help="held-out prompts for the acceptance report "
-                    "(default 200 GPU / 20 CPU)")
+                    "(default 100 GPU / 20 CPU)")
     ap.add_argument("--eval-tokens", type=int, default=48, help="greedy target tokens per held-out prompt")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--seed", type=int, default=1234)
@@ -418,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu = device.type == "cuda"
     batch, seq_len = args.batch or (32 if gpu else 4), args.seq_len or (1024 if gpu else 256)
     corpus_mb = args.corpus_mb or (60 if gpu else 5)
-    n_eval = args.eval_prompts if args.eval_prompts is not None else (200 if gpu else 20)
+    n_eval = args.eval_prompts if args.eval_prompts is not None else (100 if gpu else 20)
     random.seed(args.seed), np.random.seed(args.seed), torch.manual_seed(args.seed)
     target_dir = Path(args.target)
     if not (target_dir / "tokenizer.json").is_file():
