@@ -319,7 +319,7 @@ class TorchEngine:
             if req.max_new_tokens == 0:
                 return []
             new = len(run.prompt) - common_prefix(run.caches.target, run.prompt)
-            with self._phase("prompt" if new > SMALL_STEP else "step", new):
+            with self._phase("prompt", new) if new > SMALL_STEP else self._phase("step"):   # per token / per step
                 first, reused = prefill(self.target, run.caches.target, run.prompt, run.sampling, self.n_vocab,
                                         self._healing(run))
             self._counters.prompt_tokens += len(run.prompt)
