@@ -20,8 +20,8 @@ fi
 for part in "$@"; do
   echo "== $part $(date -u +%T)"
   case $part in
-    house) timeout "${HOUSE_S:-330}" python3 bench/vllm/house.py --out "$O" --tensor-parallel-size "$TP" ${HOUSE_ARGS:-} > "$O/house.log" 2>&1; echo "house rc=$?"; grep -v "it/s\]" "$O/house.log" | grep -E "^(none|draft|ngram)|failed|Error" | tail -20 ;;
-    dummy) timeout "${DUMMY_S:-240}" python3 bench/vllm/dummy.py --out "$O" --tensor-parallel-size "$TP" ${DUMMY_ARGS:-} > "$O/dummy_tp$TP.log" 2>&1; echo "dummy rc=$?"; grep -E "params|failed|Error" "$O/dummy_tp$TP.log" | tail -20 ;;
+    house) timeout "${HOUSE_S:-330}" python3 bench/vllm/house.py --out "$O" --tensor-parallel-size "$TP" ${HOUSE_ARGS:-} > "$O/house.log" 2>&1; echo "house rc=$?"; grep -v "it/s\]" "$O/house.log" | grep -E "^(none|draft|ngram|eagle3)|failed|Error|skipped" | tail -20 ;;
+    dummy) timeout "${DUMMY_S:-240}" python3 bench/vllm/dummy.py --out "$O" --tensor-parallel-size "$TP" ${DUMMY_ARGS:-} > "$O/dummy_tp$TP.log" 2>&1; echo "dummy rc=$?"; grep -E "params|^eagle3|failed|Error|skipped" "$O/dummy_tp$TP.log" | tail -20 ;;
     tests) PYTHONPATH=/tmp/extra-site:$PYTHONPATH timeout "${TESTS_S:-420}" python3 -m pytest -rs -v tests/vllm > "$O/tests.log" 2>&1; echo "tests rc=$?"; tail -25 "$O/tests.log" ;;
     lsp)   PYTHONPATH=/tmp/extra-site:$PYTHONPATH timeout "${LSP_S:-400}" python3 -m bench.replay bench/traces --transport ws \
              --configs "${LSP_CONFIGS:-none,draft-k4}" --engine backend=vllm --engine gpu_memory_utilization=0.3 \
