@@ -132,7 +132,8 @@ def workspace(root: Path, text: str) -> Path:
     (ws / ".venv" / "bin").mkdir(parents=True)
     (ws / "demo.py").write_text(text)
     launcher = ws / ".venv" / "bin" / "completer-lsp"
-    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m lsp.server "$@"\n')
+    # It records the arguments it is started with: the client library must not add its own (--stdio twice).
+    launcher.write_text(f'#!/bin/sh\necho "$@" >> "{ws / "server-args.log"}"\nexec "{sys.executable}" -m lsp.server "$@"\n')
     launcher.chmod(0o755)
     return ws
 
@@ -196,6 +197,7 @@ def test_ghost_text_tab_accepts_exactly_it_typing_cancels_and_no_suggest_list(vs
     launcher = ws / ".venv" / "bin" / "completer-lsp"
     starts = [line for line in seen["outputChannel"].splitlines() if line.startswith("[completer] starting ")]
     assert starts == [f"[completer] starting {launcher} --log-file {server_log} --log-level DEBUG"] * 2, starts
+    assert (ws / "server-args.log").read_text().splitlines() == [f"--log-file {server_log} --log-level DEBUG"] * 2
     # "completer: Restart server": the old server got shutdown and exit and ended by itself (no signal), a new one
     # started; nothing stray in the output channel.
     assert log.count("Request 'initialize' received") == 2
