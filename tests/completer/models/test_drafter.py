@@ -109,3 +109,26 @@ def test_a_smaller_draft_vocabulary_maps_back_to_target_ids():
     d.set_vocab(torch.tensor([9, 0, 63, 5]))
     assert d.draft_ids().tolist() == [0, 5, 9, 63]
     assert d.t2d.nonzero().flatten().tolist() == [0, 5, 9, 63]
+
+
+def test_train_drafter_command_for_a_users_qwen2_target(tmp_path):
+    """`completer train-drafter --target FOLDER` on a (tiny, random) Qwen2 checkpoint of one's own: trains, writes
+    the drafter vLLM loads and a held-out acceptance report with one entry per draft position."""
+    from completer.cli import main
+    from tests.helpers.tiny_models import random_lm, save, train_tokenizer
+
+    train_tokenizer(tmp_path / "tok")
+    target = random_lm(3, 12.0, vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                       max_position_embeddings=512, eos_token_id=0, model_type="qwen2", attention_bias=True)
+    save(target, tmp_path / "target", tmp_path / "tok")
+    assert json.loads((tmp_path / "target" / "config.json").read_text())["architectures"] == ["Qwen2ForCausalLM"]
+    out = tmp_path / "eagle3"
+    assert main(["train-drafter", "--target", str(tmp_path / "target"), "--out", str(out), "--device", "cpu",
+                 "--max-steps", "2", "--batch", "2", "--seq-len", "64", "--corpus-mb", "0.05", "--steps-ahead", "3",
+                 "--eval-prompts", "2", "--eval-tokens", "6"]) == 0
+    meta = json.loads((out / "train_meta.json").read_text())
+    assert meta["steps"] == 2 and meta["config"]["aux_layer_ids"] == [1, 2, 3]
+    report = meta["heldout"]
+    assert len(report["acceptance_per_position"]) == 8 and report["drafted_per_position"][0] > 0
+    assert all(a <= d for a, d in zip(report["accepted_per_position"], report["drafted_per_position"]))
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle3"]
