@@ -118,6 +118,30 @@ def plot(rows: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def lsp_section(files: list[tuple[str, dict]]) -> list[str]:
+    """The LSP replay figures (``bench.replay`` JSON, one configuration or several per file) as one table."""
+    out = ["## 4. LSP over websockets (bench.replay, keystroke to ghost text)", "",
+           "| file | config | shown | p50 ms | p95 ms | p99 ms | engine req/key | engine aborts | wasted tokens | "
+           "acceptance | engine ready s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    commands = []
+    for name, d in files:
+        for c in d.get("configs", []):
+            lat = c.get("latency_ms") or {}
+            acc = c.get("acceptance_rate")
+            out.append(f"| {name} | {c.get('name')} | {c.get('shown')}/{c.get('edits_sent')} | "
+                       f"{_num(lat.get('p50'))} | {_num(lat.get('p95'))} | {_num(lat.get('p99'))} | "
+                       f"{_num(c.get('engine_requests_per_keystroke'), 2)} | {c.get('engine_aborts')} | "
+                       f"{c.get('wasted_tokens')} ({_num(100 * c['wasted_share'] if c.get('wasted_share') is not None else None, 0)}%) | "
+                       f"{_num(acc, 2)} | {_num(c.get('engine_ready_s'))} |")
+        if d.get("command"):
+            commands.append(f"- `{name}`: `{d['command']}`")
+    return out + [""] + commands + [""]
+
+
+def _num(x, digits: int = 1) -> str:
+    return f"{x:.{digits}f}" if isinstance(x, (int, float)) else "—"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("results", type=Path)
@@ -153,10 +177,8 @@ def main() -> None:
                              f"{r['measured']:.2f}x |")
         lines.append("")
     lsp = sorted(args.results.glob("lsp*.json"))
-    for f in lsp:
-        d = json.loads(f.read_text())
-        lines += [f"## 4. LSP over websockets ({f.name})", "", "```", json.dumps(d.get("summary", d), indent=1)[:3000],
-                  "```", ""]
+    if lsp:
+        lines += lsp_section([(f.name, json.loads(f.read_text())) for f in lsp])
     (args.out / "FIGURES.md").write_text("\n".join(lines))
     print(f"wrote {args.out / 'FIGURES.md'}")
 

@@ -36,3 +36,13 @@ def test_counters_delta_per_position():
 def test_dummy_shapes_have_the_published_sizes():
     assert dummy.params(dummy.SHAPES["target-7b"]) / 1e9 == pytest.approx(7.62, abs=0.01)
     assert dummy.params(dummy.SHAPES["draft-0.5b"]) / 1e9 == pytest.approx(0.494, abs=0.01)
+
+
+def test_lsp_replay_figures_become_a_table():
+    d = {"command": "python -m bench.replay x", "configs": [
+        {"name": "none", "shown": 188, "edits_sent": 207, "latency_ms": {"p50": 63.13, "p95": 89.4, "p99": 124.2},
+         "engine_requests_per_keystroke": 0.8, "engine_aborts": 10, "wasted_tokens": 82, "wasted_share": 0.074,
+         "acceptance_rate": None, "engine_ready_s": 84.7}]}
+    lines = report.lsp_section([("lsp_vllm_none.json", d)])
+    assert "| lsp_vllm_none.json | none | 188/207 | 63.1 | 89.4 | 124.2 | 0.80 | 10 | 82 (7%) | — | 84.7 |" in lines
+    assert "- `lsp_vllm_none.json`: `python -m bench.replay x`" in lines
