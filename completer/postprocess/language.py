@@ -30,6 +30,7 @@ _PY_STATEMENT = re.compile(r"^\s*((def|class|if|elif|else|for|while|try|except|f
 # a "#" comment after code, where "#" does not start a private name (JS), an attribute (Rust) or a directive (C)
 _INLINE_HASH = re.compile(r"(?<=\s)#(?=\s|$)")
 _HASH_IS_FOREIGN = {"go", "javascript", "typescript", "tsx", "rust"}
+_TRIPLE_QUOTE = re.compile(r"\"\"\"|'''")
 
 
 def foreign_line(line: str, language: str) -> bool:
@@ -58,15 +59,22 @@ def _outside_strings(line: str, index: int) -> bool:
 def cut_foreign_lines(text: str, ctx: Context) -> str:
     """Cut the completion at its first line that starts in another language's comment syntax or is a Python
     statement in a brace language (the first line only counts when the cursor's line has nothing but indentation
-    before it), and at a "#" comment after code in languages without them."""
+    before it), and at a "#" comment or a triple quote after code in languages without them."""
     lines = text.split("\n")
     for i, line in enumerate(lines):
         if (i > 0 or ctx.on_blank_line) and foreign_line(line, ctx.language):
             return "\n".join(lines[:i])
         if ctx.language in _HASH_IS_FOREIGN:
             before = ctx.line_before if i == 0 else ""
-            for m in _INLINE_HASH.finditer(before + line):
-                if m.start() >= len(before) and _outside_strings(before + line, m.start()):
-                    cut = m.start() - len(before)
-                    return "\n".join(lines[:i] + [line[:cut].rstrip()])
+            cut = _foreign_inline(before + line, len(before))
+            if cut is not None:
+                return "\n".join(lines[:i] + [line[:cut - len(before)].rstrip()])
     return text
+
+
+def _foreign_inline(line: str, start: int) -> int | None:
+    """Where, at or after ``start``, ``line`` has a Python-only token in a language without it: a ``#`` comment
+    after code (outside strings) or a triple quote (no string in Go, JavaScript or Rust starts that way)."""
+    cuts = [m.start() for m in _INLINE_HASH.finditer(line) if m.start() >= start and _outside_strings(line, m.start())]
+    cuts += [m.start() for m in _TRIPLE_QUOTE.finditer(line, start)]
+    return min(cuts) if cuts else None

@@ -120,6 +120,9 @@ TABLES = {
         ("\n    case 1:\n        return;", Context(line_before="switch (x) {", mode="block", language="c"),
          "\n    case 1:\n        return;"),                            # a C label is C
         ("\nfrom os import path", Context(language="rust"), ""),
+        ('= """', Context(line_before="\tmsg ", language="go"), "="),                  # seen in bench/quality.py
+        ("x = '''a'''", Context(line_before="let ", language="rust"), "x ="),
+        ('"""abc"', Context(line_before="char *s = ", language="c"), '"""abc"'),       # C: adjacent literals
     ],
     "drop_next_line_copy": [
         ("return y", Context(line_before="    ", suffix="\n    return y\n"), ""),
