@@ -24,15 +24,24 @@ _THRICE = re.compile(r"(?=(.{%d,%d}?)\1\1)" % (MIN_UNIT, MAX_UNIT), re.S)
 _TWICE = re.compile(r"(?=(.{%d,%d}?)\1)" % (LONG_UNIT, MAX_UNIT), re.S)
 
 
+def _looping(s: str, i: int, unit: str) -> bool:
+    """Whether ``unit``, repeated three times from ``i``, is a loop: it has a letter or digit, or it mixes
+    punctuation and repeats at least four times."""
+    if any(c.isalnum() for c in unit):
+        return True
+    return len(set(unit)) >= 2 and s.startswith(unit * 4, i)
+
+
 def loop_start(text: str) -> int | None:
     """Index in ``text`` where a repetition loop's second unit begins, or None. A loop is a unit of at least
     MIN_UNIT non-space characters (with a letter or digit in it) repeated back to back three times, or twice when
-    the unit is long and the repetition runs to the end of the text (the model was cut off inside the loop)."""
+    the unit is long and the repetition runs to the end of the text (the model was cut off inside the loop). A
+    unit of punctuation only (``{\\]``) counts from four repeats (``====`` and ``)))`` are ordinary)."""
     s, where = _collapsed(text)
     s = s[:SCAN_CHARS]
     found = None
     for m in _THRICE.finditer(s):
-        if any(c.isalnum() for c in m.group(1)):
+        if _looping(s, m.start(), m.group(1)):
             found = m.start() + len(m.group(1))
             break
     for m in _TWICE.finditer(s):

@@ -73,6 +73,8 @@ TABLES = {
         ("# ==========================", LINE, "# =========================="),
         ("self.a = a\nself.b = b", PY_BLOCK, "self.a = a\nself.b = b"),
         ("foo(bar), foo(bar)", LINE, "foo(bar), foo(bar)"),             # twice, not running to the limit
+        ("re.compile(r'^([^\\]{\\]{\\]{\\]{\\]{\\", LINE, "re.compile(r'^([^\\]{"),   # punctuation loop
+        ("x = [[[]]]", LINE, "x = [[[]]]"),
     ],
     "drop_repeated_line_start": [
         ("self.items.pop()", Context(line_before="        return self."), "items.pop()"),    # issue 12's example
