@@ -59,7 +59,7 @@ def rss_mb() -> float:
     return float("nan")
 
 
-def torch_worker(threads: int, configs: list[str], quantization: str | None) -> None:
+def torch_worker(threads: int, configs: list[str], quantization: str | None, model: str, draft: str) -> None:
     import asyncio
 
     from completer.engine import EngineConfig, Request
@@ -69,7 +69,7 @@ def torch_worker(threads: int, configs: list[str], quantization: str | None) -> 
     engines = {}
     for name in configs:
         spec, quant = TORCH_CONFIGS[name]
-        engines[name] = TorchEngine(EngineConfig(model="house:target", draft="house:draft", speculation=spec,
+        engines[name] = TorchEngine(EngineConfig(model=model, draft=draft, speculation=spec,
                                                  device="cpu", threads=threads, quantization=quant or quantization))
         engines[name].stop_ids = set()                    # every request yields max_new tokens
     timing: dict = {}
@@ -199,7 +199,7 @@ def machine() -> dict:
             "python": platform.python_version(), "platform": platform.platform()}
 
 
-def prompts(n: int, seed: int, budget: int) -> tuple[list[list[int]], list[str]]:
+def prompts(n: int, seed: int, budget: int, model: str) -> tuple[list[list[int]], list[str]]:
     sys.path.insert(0, str(ROOT / "bench"))
     from speculation import heldout_sources, make_prompts
     from tokenizers import Tokenizer
@@ -207,7 +207,7 @@ def prompts(n: int, seed: int, budget: int) -> tuple[list[list[int]], list[str]]
     from completer.models import resolve_model
     from completer.prompt import template_for_model
 
-    folder = resolve_model("house:target")
+    folder = resolve_model(model)
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
     count = lambda s: len(tok.encode(s, add_special_tokens=False).ids)  # noqa: E731
     ps = make_prompts(heldout_sources(n), n, seed, 3000, 600, count, budget, template_for_model(folder))
@@ -359,13 +359,15 @@ def main(argv=None) -> int:
     p.add_argument("--quantization", default=None, help="torch EngineConfig.quantization (default: the engine's)")
     p.add_argument("--modes", default="cold,warm")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--model", default="house:target", help="a Llama folder (llama.cpp gets it as GGUF)")
+    p.add_argument("--draft", default="house:draft")
     p.add_argument("--out", default=None, help="output folder (default: a new bench/results/peer-<UTC time>)")
     p.add_argument("--worker", choices=["torch", "llama"], help=argparse.SUPPRESS)
     p.add_argument("--configs", help=argparse.SUPPRESS)
     p.add_argument("--gguf-dir", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker == "torch":
-        torch_worker(args.threads[0], args.configs.split(","), args.quantization)
+        torch_worker(args.threads[0], args.configs.split(","), args.quantization, args.model, args.draft)
         return 0
     if args.worker == "llama":
         llama_worker(args.threads[0], args.configs.split(","), args.gguf_dir)
@@ -378,8 +380,11 @@ def main(argv=None) -> int:
         raise SystemExit(f"{out} exists; pass --out")
     out.mkdir(parents=True, exist_ok=True)
     load_start = os.getloadavg()[0]
-    ids, files = prompts(args.prompts, args.seed, args.budget)
+    ids, files = prompts(args.prompts, args.seed, args.budget, args.model)
     tcfgs = [c for c in args.torch_configs.split(",") if c]
+    unknown = [c for c in tcfgs if c not in TORCH_CONFIGS]
+    if unknown:
+        raise SystemExit(f"unknown torch configs {unknown}; known: {', '.join(TORCH_CONFIGS)}")
     lcfgs = [c for c in args.llama_configs.split(",") if c]
     llama_missing = None
     try:
@@ -395,8 +400,9 @@ def main(argv=None) -> int:
 
         from completer.models import resolve_model
         for c in lcfgs:
-            write_gguf(resolve_model("house:target"), Path(tmp.name) / f"target-{c}.gguf", c)
-    qx = ["--quantization", args.quantization] if args.quantization else []
+            write_gguf(resolve_model(args.model), Path(tmp.name) / f"target-{c}.gguf", c)
+    qx = (["--quantization", args.quantization] if args.quantization else []) + ["--model", args.model, "--draft",
+                                                                                args.draft]
     workers = []
     for t in args.threads:
         workers.append(Worker("torch", t, tcfgs, qx))
