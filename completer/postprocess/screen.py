@@ -9,7 +9,7 @@ from completer.text import indentation, width
 
 from .context import Context
 
-_WORD_START = re.compile(r"(?<![\w.])\w")
+_WORD_START = re.compile(r"(?<!\w)\w")
 
 
 def drop_repeated_line_start(text: str, ctx: Context) -> str:

@@ -82,6 +82,8 @@ TABLES = {
         ("items.pop()", Context(line_before="        return self."), "items.pop()"),
         (" + 1", Context(line_before="x = y"), " + 1"),
         ("1", Context(line_before="x = 1"), "1"),                      # too short to call a repeat
+        ("items.pop()", Context(line_before="        x = self.item"), "s.pop()"),  # the word re-typed
+        ("path.join(a)", Context(line_before="    os.path"), ".join(a)"),
     ],
     "block_on_new_line": [
         ("        return self.items[-1]", Context(line_before="    def peek(self):", mode="block", indent="        ",
