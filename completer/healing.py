@@ -43,6 +43,10 @@ def heal_point(prefix: str, tokenizer) -> str:
     last = tokenizer.decode([ids[-1]], skip_special_tokens=False)
     if not last or len(last) > MAX_HEAL_CHARS or "\ufffd" in last or not tail.endswith(last):
         return ""
+    # a token's text must be what it adds to the text before it; SentencePiece's "\u2581sel" decodes to "sel" alone
+    # but adds " sel", and healing on such token texts would re-type the wrong characters
+    if tokenizer.decode(ids[:-1], skip_special_tokens=False) + last != tokenizer.decode(ids, skip_special_tokens=False):
+        return ""
     return last
 
 

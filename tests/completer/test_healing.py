@@ -58,3 +58,18 @@ def test_heal_plan_backs_the_prompt_up_and_keeps_the_screen_text(tok):
     assert healed.heal == "sel" and healed.prefix == plan.prefix          # postprocess still sees the screen
     assert healed.prompt == plan.prompt.replace("self.sel<|fim_middle|>", "self.<|fim_middle|>")
     assert healing.heal_plan(plan, None) is plan
+
+
+def test_a_sentencepiece_tokenizer_is_not_healed():
+    # "\u2581sel" decodes to "sel" alone but adds " sel" after "return": healing on that text would re-type the
+    # wrong characters, so heal_point refuses (byte-level BPE, as the house, Qwen and SmolLM2 use, is healed)
+    from tokenizers import decoders, models, pre_tokenizers
+    merges = [("\u2581", "s"), ("\u2581s", "e"), ("\u2581se", "l"), ("\u2581", "r"), ("\u2581r", "e"),
+              ("\u2581re", "t"), ("\u2581ret", "u"), ("\u2581retu", "r"), ("\u2581retur", "n")]
+    vocab = {"<unk>": 0, "\u2581": 1, **{c: i + 2 for i, c in enumerate("enrstul")}}
+    for a, b in merges:
+        vocab[a + b] = len(vocab)
+    sp = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>"))
+    sp.pre_tokenizer, sp.decoder = pre_tokenizers.Metaspace(), decoders.Metaspace()
+    assert sp.encode("return sel", add_special_tokens=False).tokens[-1] == "\u2581sel"
+    assert healing.heal_point("return sel", sp) == ""
