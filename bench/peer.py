@@ -200,8 +200,10 @@ def machine() -> dict:
 
 
 def prompts(n: int, seed: int, budget: int, model: str) -> tuple[list[list[int]], list[str]]:
-    sys.path.insert(0, str(ROOT / "bench"))
-    from speculation import heldout_sources, make_prompts
+    try:                                   # imported as bench.peer (tests) or run as a script (python bench/peer.py)
+        from bench.speculation import heldout_sources, make_prompts
+    except ImportError:
+        from speculation import heldout_sources, make_prompts
     from tokenizers import Tokenizer
 
     from completer.models import resolve_model
@@ -395,8 +397,10 @@ def main(argv=None) -> int:
         lcfgs = []
     tmp = tempfile.TemporaryDirectory(prefix="peer-gguf-")
     if lcfgs:
-        sys.path.insert(0, str(ROOT / "bench"))
-        from gguf_write import write_gguf
+        try:
+            from bench.gguf_write import write_gguf
+        except ImportError:
+            from gguf_write import write_gguf
 
         from completer.models import resolve_model
         for c in lcfgs:

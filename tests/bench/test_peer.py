@@ -5,18 +5,13 @@ torch rows only: llama.cpp is an optional extra that CI does not build)."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-
-from gguf_write import write_gguf  # noqa: E402
-
-from completer.models.llama import LlamaForCausalLM  # noqa: E402
+from bench import peer
+from bench.gguf_write import write_gguf
+from completer.models.llama import LlamaForCausalLM
 
 
 @pytest.mark.parametrize("qtype,tol", [("f32", 0.0), ("q8_0", 0.02)])
@@ -39,8 +34,6 @@ def test_gguf_written_for_llama_cpp_reads_back_as_the_same_model(tiny_pair, tmp_
 
 
 def test_peer_bench_torch_only_small_run(tiny_pair, tmp_path):
-    import peer
-
     out = tmp_path / "peer"
     assert peer.main(["--model", str(tiny_pair[0]), "--draft", str(tiny_pair[1]), "--prompts", "1", "--repeats",
                       "1", "--threads", "1", "--max-new", "6", "--budget", "300", "--torch-configs", "none,ngram",
