@@ -33,6 +33,7 @@ class EngineConfig:
     draft_tensor_parallel_size: int | None = None  # vLLM only: 1 or tensor_parallel_size (default: the target's)
     # embedded (torch) backend on a CPU:
     threads: int = 0                          # most CPU threads a model step may use (0 = every core)
+    batch_decode: bool = True                 # plain decode steps of concurrent requests in one forward
     adaptive_threads: bool = True             # per phase (prompt / decode step) use 1 or `threads`, whichever
                                               # measures faster while serving (completer/engine/threads.py)
     quantization: str | None = None           # torch: None = float weights, with decode/verification steps

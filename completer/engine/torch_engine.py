@@ -114,6 +114,7 @@ class TorchEngine:
         self.stop_ids = self._stop_ids()
         self._spec_costs: tuple[float, float] | None = None     # (c, v), see _speculation_costs
         self.speculation_switched_off = 0                       # requests whose speculation stopped paying
+        self.batched_steps = 0                                  # forwards that stepped several requests at once
         # special tokens (FIM sentinels, file separators): prompt lookup never matches or proposes across them
         self.sentinels = frozenset(i for i, t in self.tokenizer.get_added_tokens_decoder().items() if t.special)
         # test hook (supervisor.inject_step_fault): every model step after this many raises InjectedFault
@@ -249,8 +250,20 @@ class TorchEngine:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            for run in list(self._running.values()):          # one step each, round robin
-                if run.done:
+            batch = [r for r in self._running.values() if self._batchable(r)] if self.config.batch_decode else []
+            if len(batch) > 1:                                 # plain decode steps of several requests: one forward
+                try:
+                    results = await loop.run_in_executor(self._pool, self._batch_step, batch)
+                except Exception as e:  # a failing step fails the requests in it, not the engine
+                    for run in batch:
+                        if not run.done:
+                            self._fail(run, e)
+                    continue
+                for run, (new, reason) in zip(batch, results):
+                    self._after_step(run, new, reason)
+            stepped = {id(r) for r in batch} if len(batch) > 1 else set()
+            for run in list(self._running.values()):          # one step (or burst) each, round robin
+                if run.done or id(run) in stepped:
                     continue
                 if run.aborted:                                # release its caches before a successor takes them
                     self._finish_aborted(run)
@@ -260,14 +273,38 @@ class TorchEngine:
                 except Exception as e:  # a failing request must not take the engine down
                     self._fail(run, e)
                     continue
-                if run.aborted:                                # aborted during its steps: drop the output
-                    self._finish_aborted(run)
-                    continue
-                try:
-                    self._emit(run, new, reason)
-                except Exception as e:  # e.g. detokenization: fail this request, keep the scheduler alive
-                    if not run.done:
-                        self._fail(run, e)
+                self._after_step(run, new, reason)
+
+    def _after_step(self, run: _Running, new: list[int], reason: str | None) -> None:
+        if run.aborted:                                        # aborted during its steps: drop the output
+            self._finish_aborted(run)
+            return
+        try:
+            self._emit(run, new, reason)
+        except Exception as e:  # e.g. detokenization: fail this request, keep the scheduler alive
+            if not run.done:
+                self._fail(run, e)
+
+    def _batchable(self, run: _Running) -> bool:
+        """A request whose next step is a plain one-token decode (prefilled, no healing constraint, speculation
+        off for it) with its cache holding every committed token but the last, as decode_one leaves it."""
+        return (not run.done and not run.aborted and run.caches is not None and not run.heal_left
+                and (self.config.speculation == "none" or (run.payoff is not None and run.payoff.off))
+                and len(run.tokens) < self.target.config.max_position_embeddings
+                and run.caches.target.length == len(run.tokens) - 1
+                and run.caches.target.tokens[-1:] == run.tokens[-2:-1])
+
+    # runs in the worker thread
+    @torch.inference_mode()
+    def _batch_step(self, runs: list[_Running]) -> list[tuple[list[int], str | None]]:
+        """One decode step for each of ``runs`` in a single forward (LlamaForCausalLM.forward_batch): the weights
+        are read once for all of them (issue 13, several clients on one CPU)."""
+        self._check_fault()
+        ids = torch.tensor([r.tokens[-1] for r in runs], dtype=torch.long, device=self.device)
+        with self._phase("step"):
+            logits = self.target.forward_batch(ids, [r.caches.target for r in runs])[:, :self.n_vocab]
+        self.batched_steps += 1
+        return [self._accept(r, [r.sampling.sample(logits[i])]) for i, r in enumerate(runs)]
 
     def _fail(self, run: _Running, e: Exception) -> None:
         run.done = True
@@ -302,11 +339,7 @@ class TorchEngine:
                 return out, reason
 
     def _step(self, run: _Running) -> list[int]:
-        if self.fault_after_steps is not None:
-            self.fault_state["steps"] += 1
-            if self.fault_state["steps"] > self.fault_after_steps:
-                self.fault_state["raised"] += 1
-                raise InjectedFault(f"injected fault at engine step {self.fault_state['steps']}")
+        self._check_fault()
         req = run.request
         if run.caches is None:                                 # first step: take the document's caches, prefill
             run.caches = self._take_caches(req.cache_key)
@@ -379,6 +412,13 @@ class TorchEngine:
                 c = timed(self.draft, dcache, 1, ids) / t1
             self._spec_costs = (c, max(1.0, t5 / t1))
         return self._spec_costs
+
+    def _check_fault(self) -> None:
+        if self.fault_after_steps is not None:
+            self.fault_state["steps"] += 1
+            if self.fault_state["steps"] > self.fault_after_steps:
+                self.fault_state["raised"] += 1
+                raise InjectedFault(f"injected fault at engine step {self.fault_state['steps']}")
 
     def _healing(self, run: _Running) -> tuple[int, ...]:
         """The token ids allowed while token healing still has characters to re-type (none: no constraint)."""

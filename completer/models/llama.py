@@ -224,6 +224,15 @@ class Attention(nn.Module):
         qk = torch.addcmul(qk * step.cos, qk.roll(D // 2, -1), step.sin)  # rotate-half: [x2,x1]*[-sin,sin]
         q, k, v = qk[:, :, :H], qk[:, :, H:], qkv[:, :, H + Hkv:]   # [B,T,heads,D]
         k, v = k.transpose(1, 2), v.transpose(1, 2)                 # [B,Hkv,T,D]
+        rep = H // Hkv
+        if step.caches is not None:                                 # forward_batch: each row its own cache
+            ys = []
+            for b, (cb, sb) in enumerate(zip(step.caches, step.starts)):
+                cb.k[layer, :, :, sb:sb + 1] = k[b:b + 1]
+                cb.v[layer, :, :, sb:sb + 1] = v[b:b + 1]
+                qg = q[b:b + 1].reshape(1, Hkv, rep, D)            # T = 1
+                ys.append(F.scaled_dot_product_attention(qg, cb.k[layer, :, :, :sb + 1], cb.v[layer, :, :, :sb + 1]))
+            return torch.cat(ys).reshape(B, 1, H * D)
         start = step.start
         if cache is not None:
             cache.k[layer, :, :, start:start + T] = k
@@ -236,7 +245,6 @@ class Attention(nn.Module):
             return y.transpose(1, 2).reshape(B, T, H * D)
         # after cached positions (decode, verification, the new part of a prompt): the query heads that share a
         # key/value head are stacked as rows [Hkv, rep*T], so the keys are read once and never repeated
-        rep = H // Hkv
         qg = q.reshape(B, T, Hkv, rep, D).permute(0, 2, 3, 1, 4).reshape(B, Hkv, rep * T, D)
         y = F.scaled_dot_product_attention(qg, k, v, attn_mask=step.mask)             # [B,Hkv,rep*T,D]
         return y.view(B, Hkv, rep, T, D).permute(0, 3, 1, 2, 4).reshape(B, T, H * D)
@@ -295,6 +303,8 @@ class _Step:
     sin: torch.Tensor                 # [T,1,D], sign folded in for the rotate-half
     mask: torch.Tensor | None         # [rep*T, S] bool, after cached positions with T > 1; else None
     packed: bool = False              # use the layers' PackedLinear weights (a step of few tokens, no autograd)
+    caches: list | None = None        # forward_batch: one KVCache per row (one new token each, own position)
+    starts: list[int] | None = None
 
 
 class Backbone(nn.Module):  # Hugging Face's ``model.`` prefix
@@ -362,6 +372,34 @@ class LlamaForCausalLM(nn.Module):
             cache.length = start + T
             if B == 1:
                 cache.tokens.extend(input_ids[0].tolist())
+        return logits
+
+    def forward_batch(self, input_ids: torch.Tensor, caches: list[KVCache]) -> torch.Tensor:
+        """One new token for each of B sequences, each with its own cache and position: [B] ids -> logits [B, V].
+
+        Why (issue 13, concurrent requests): a decode step reads every weight once whatever the number of rows,
+        so B requests stepped together cost about one step's weight traffic instead of B; only attention, which
+        reads each request's own cache, stays per row.
+        """
+        B = input_ids.shape[0]
+        if B != len(caches):
+            raise ValueError(f"{B} tokens for {len(caches)} caches")
+        starts = [c.length for c in caches]
+        for c, st in zip(caches, starts):
+            c.ensure(st + 1)
+        pos = torch.tensor(starts, device=input_ids.device)
+        packed = self.packing is not None and B <= self.packed_max_tokens and not torch.is_grad_enabled()
+        step = _Step(-1, self.rope_cos[pos][:, None, None], self.rope_sin_signed[pos][:, None, None], None, packed,
+                     caches, starts)
+        x = F.embedding(input_ids.view(B, 1), self.model.embed_tokens.weight)                     # [B,1,h]
+        for i, layer in enumerate(self.model.layers):
+            x = layer.forward(x, step, i, None)
+        norm = self.model.norm
+        x = F.rms_norm(x, x.shape[-1:], norm.weight, norm.eps)
+        logits = (self._packed_head(x) if packed else F.linear(x, self.lm_head.weight))[:, 0]   # [B,V]
+        for c, st, t in zip(caches, starts, input_ids.tolist()):
+            c.length = st + 1
+            c.tokens.append(t)
         return logits
 
     def pack_(self, kind: str | None, max_tokens: int = SMALL_STEP) -> "LlamaForCausalLM":

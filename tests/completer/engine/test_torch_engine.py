@@ -263,3 +263,19 @@ async def test_cache_keys_are_lru_bounded(make_engine):
     await collect(eng, Request("again9", DOC, max_new_tokens=1, cache_key="doc9"))     # kept: warm
     assert eng.counters()["cached_prompt_tokens"] > before
     await eng.close()
+
+
+async def test_concurrent_plain_requests_are_decoded_in_one_forward(make_engine):
+    """Issue 13: several running requests share decode forwards (batched), and each gets what it gets alone."""
+    solo = make_engine(speculation="none", batch_decode=False)
+    eng = make_engine(speculation="none")
+    prompts = contract.PROMPTS[:4]
+    try:
+        want = [(await collect(solo, Request(f"s{i}", p, max_new_tokens=12)))[1] for i, p in enumerate(prompts)]
+        got = await asyncio.gather(*(collect(eng, Request(f"b{i}", p, max_new_tokens=12))
+                                     for i, p in enumerate(prompts)))
+        assert [ids for _, ids, _ in got] == want
+        assert eng.batched_steps > 0 and solo.batched_steps == 0
+    finally:
+        await solo.close()
+        await eng.close()

@@ -163,3 +163,28 @@ def test_packed_weights_for_small_steps(model, kind, tol):
 def test_unknown_packing_is_a_clear_error(model):
     with pytest.raises(ValueError, match="packing must be one of|unknown weight packing"):
         model.pack_("int3")
+
+
+@pytest.mark.parametrize("kind", [None, "fp16"])
+@torch.inference_mode()
+def test_forward_batch_equals_one_request_at_a_time(model, kind):
+    """Concurrent requests stepped together (each with its own cache and position) give each one's own logits."""
+    from completer.models.llama import PackedLinear
+    if kind and PackedLinear.available(kind):
+        pytest.skip(PackedLinear.available(kind))
+    model.pack_(kind)
+    try:
+        g = torch.Generator().manual_seed(6)
+        prompts = [torch.randint(0, 97, (1, n), generator=g) for n in (5, 17, 30)]
+        solo, batch = [model.new_cache() for _ in prompts], [model.new_cache() for _ in prompts]
+        for p, a, b in zip(prompts, solo, batch):
+            model(p, a)
+            model(p, b)
+        nxt = torch.randint(0, 97, (3, 4), generator=g)
+        for t in range(4):
+            want = torch.cat([model(nxt[i:i + 1, t:t + 1], solo[i])[0, -1:] for i in range(3)])
+            got = model.forward_batch(nxt[:, t], batch)
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+        assert [c.tokens for c in batch] == [c.tokens for c in solo]
+    finally:
+        model.pack_(None)
