@@ -43,8 +43,10 @@ async def round_(engine, prompts, max_new, tag):
 
 
 async def run(args) -> dict:
-    sys.path.insert(0, str(ROOT / "bench"))
-    from speculation import heldout_sources, make_prompts
+    try:                                   # imported as bench.batching or run as a script (python bench/batching.py)
+        from bench.speculation import heldout_sources, make_prompts
+    except ImportError:
+        from speculation import heldout_sources, make_prompts
 
     from completer.engine import EngineConfig
     from completer.engine.torch_engine import TorchEngine
