@@ -295,12 +295,12 @@ async def run_config(name: str, engine_cfg: dict, positions: list[Position], arg
             stored = {"all": ghosts["all"], **{v: g for v, g in ghosts.items() if g != ghosts["all"]}}
             records.append({"i": i, "raw": gen.raw, "tokens": gen.tokens, "ms": ms, "error": error,
                             "mode": plan.mode, "ghost": stored,      # variants whose text differs from "all"
-                            "score": {v: score(pos, g) for v, g in ghosts.items()}})
+                            "score": {v: score(pos, g) for v, g in stored.items()}})   # same text, same score
             progress.tick(f"{name} {pos.language} {pos.kind}")
         counters = engine.counters()
     finally:
         await engine.close()
-    return {"name": name, "engine": engine_cfg, "records": records, "counters": counters}
+    return {"name": name, "engine": engine_cfg, "variants": list(variants), "records": records, "counters": counters}
 
 
 # --- summaries -----------------------------------------------------------------------------------------------------
@@ -309,7 +309,7 @@ def _rate(xs: list[bool]) -> float | None:
 
 
 def summarize(positions: list[Position], recs: list[dict], variant: str, keep=lambda p: True) -> dict:
-    sel = [(p, r["score"][variant]) for p, r in zip(positions, recs) if keep(p)]
+    sel = [(p, r["score"].get(variant, r["score"]["all"])) for p, r in zip(positions, recs) if keep(p)]
     s = [x for _, x in sel]
     fails = {k: sum(k in x["failures"] for x in s) for k in FAILURES}
     return {"n": len(s), "exact": _rate([x["exact"] for x in s]), "prefix": _rate([x["prefix"] for x in s]),
@@ -332,7 +332,7 @@ def build_summary(positions: list[Position], configs: list[dict]) -> dict:
     out = {}
     for c in configs:
         recs = c["records"]
-        variants = list(recs[0]["score"]) if recs else []
+        variants = c.get("variants") or (list(recs[0]["score"]) if recs else [])
         ms = [r["ms"] for r in recs if not r["error"]]
         out[c["name"]] = {
             "variants": {v: summarize(positions, recs, v) for v in variants},
