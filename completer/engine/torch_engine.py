@@ -113,6 +113,8 @@ class TorchEngine:
                         if self.device.type == "cpu" else None)
         self.stop_ids = self._stop_ids()
         self._spec_costs: tuple[float, float] | None = None     # (c, v), see _speculation_costs
+        self._plain_step_s: float | None = None                 # measured time of a plain decode step
+        self._plain_measured = False                            # _plain_step_s comes from a real decode step
         self.speculation_switched_off = 0                       # requests whose speculation stopped paying
         self.batched_steps = 0                                  # forwards that stepped several requests at once
         # special tokens (FIM sentinels, file separators): prompt lookup never matches or proposes across them
@@ -368,21 +370,42 @@ class TorchEngine:
             return decode_one(self.target, run.caches.target, run.tokens, run.sampling, self.n_vocab,
                               self._healing(run)).tokens
         k = min(run.schedule.k, req.max_new_tokens - len(run.generated) - 1)
-        if run.payoff is None:
+        # greedy requests only: switching on measured time changes which random draws a sampled request makes,
+        # and a seeded request must come out the same every time (greedy output is the same either way)
+        if run.payoff is None and run.sampling.greedy:
             c, v = self._speculation_costs()
-            run.payoff = BreakEven(c, v)
-        if k < 1 or not run.payoff.pays():                     # speculation stopped paying for this request
-            return decode_one(self.target, run.caches.target, run.tokens, run.sampling, self.n_vocab).tokens
+            run.payoff = BreakEven(c, v, plain_step_s=self._plain_step_s)
+        if k < 1 or (run.payoff is not None and (not run.payoff.pays() or not self._plain_measured)):
+            return self._timed_plain_step(run)                 # stopped paying; or no plain step timed yet
         run.draft_c = 0.0
+        t0 = time.perf_counter()
         res = speculative_step(self.target, run.caches.target, run.tokens, lambda t, kk, s: self._propose(run, t, kk, s),
                                k, run.sampling, self.n_vocab)
+        seconds = time.perf_counter() - t0
+        if not res.proposed:                                   # no draft (no n-gram match): it was a plain step
+            self._note_plain_step(seconds)
         if res.proposed:
             self._counters.record_draft(res.proposed, res.accepted)
             run.schedule.update(res.proposed, res.accepted)
-            run.payoff.update(res.proposed, res.accepted, run.draft_c)
-            if run.payoff.off:
-                self.speculation_switched_off += 1
+            if run.payoff is not None:
+                run.payoff.plain_step_s = self._plain_step_s
+                run.payoff.update(res.proposed, res.accepted, run.draft_c, seconds)
+                if run.payoff.off:
+                    self.speculation_switched_off += 1
         return res.tokens
+
+    def _timed_plain_step(self, run: _Running) -> list[int]:
+        t0 = time.perf_counter()
+        out = decode_one(self.target, run.caches.target, run.tokens, run.sampling, self.n_vocab).tokens
+        self._note_plain_step(time.perf_counter() - t0)
+        return out
+
+    def _note_plain_step(self, seconds: float) -> None:
+        """Running median-like estimate of a plain decode step's time (BreakEven's unit of cost): an exponential
+        average that a single slow step (another process took the core) moves only a little."""
+        s = self._plain_step_s if self._plain_measured else None
+        self._plain_step_s = seconds if s is None else 0.9 * s + 0.1 * min(seconds, 3 * s)
+        self._plain_measured = True
 
     @torch.inference_mode()
     def _speculation_costs(self) -> tuple[float, float]:
@@ -411,6 +434,8 @@ class TorchEngine:
                 self.draft(torch.tensor([ids], device=self.device), cache=dcache, last_only=True)
                 c = timed(self.draft, dcache, 1, ids) / t1
             self._spec_costs = (c, max(1.0, t5 / t1))
+            if self._plain_step_s is None:
+                self._plain_step_s = t1                        # until plain steps are measured: the forward alone
         return self._spec_costs
 
     def _check_fault(self) -> None:

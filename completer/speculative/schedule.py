@@ -48,31 +48,37 @@ class BreakEven:
     A speculative step costs ``k * c + v`` plain decode steps, where ``c`` is the proposer's cost per draft token
     relative to a target step (a draft model's forward over the target's; about 0 for n-gram lookup) and ``v``
     the target's (k+1)-token verification relative to its one-token step; it yields the accepted drafts plus one
-    token. Over the last ``window`` speculative steps, when the tokens per step fall to or below the cost per
-    step, plain decoding would have been at least as fast, so ``pays()`` turns False and the engine decodes the
-    rest of the request without speculation. Nothing is decided before ``min_steps`` steps (one unlucky step is
-    not a trend).
+    token. When the engine times its steps, the measured cost replaces the estimate: a step's seconds over the
+    seconds of a plain decode step (``plain_step_s``), which also counts what the model costs leave out (the
+    draft's own cache catch-up, Python per draft token). Over the last ``window`` speculative steps, when the
+    tokens per step fall to or below the cost per step, plain decoding would have been at least as fast, so
+    ``pays()`` turns False and the engine decodes the rest of the request without speculation. Nothing is decided
+    before ``min_steps`` steps (one unlucky step is not a trend).
     """
 
-    def __init__(self, c: float, v: float = 1.0, window: int = 8, min_steps: int = 4):
+    def __init__(self, c: float, v: float = 1.0, window: int = 8, min_steps: int = 4,
+                 plain_step_s: float | None = None):
         if c < 0 or v <= 0:
             raise ValueError(f"need c >= 0 and v > 0, got c={c}, v={v}")
         self.c, self.v, self.window, self.min_steps = c, v, window, min_steps
-        self._steps: list[tuple[int, int, float]] = []    # (proposed, accepted, c) of recent speculative steps
+        self.plain_step_s = plain_step_s
+        self._steps: list[tuple[int, float]] = []         # (tokens, cost in plain steps) of recent speculative steps
         self.off = False
 
-    def update(self, proposed: int, accepted: int, c: float | None = None) -> None:
+    def update(self, proposed: int, accepted: int, c: float | None = None, seconds: float | None = None) -> None:
         """Record one verification; ``c`` overrides the cost per draft token for this step (draft+n-gram mixes
-        a free proposer with a model)."""
+        a free proposer with a model); ``seconds``, the step's measured time, replaces the estimate when the
+        plain step's time is known."""
         if proposed <= 0 or self.off:
             return
-        self._steps.append((proposed, accepted, self.c if c is None else c))
+        if seconds is not None and self.plain_step_s:
+            cost = seconds / self.plain_step_s
+        else:
+            cost = proposed * (self.c if c is None else c) + self.v
+        self._steps.append((accepted + 1, cost))
         del self._steps[:-self.window]
-        if len(self._steps) >= self.min_steps:
-            tokens = sum(a + 1 for _, a, _ in self._steps)
-            cost = sum(p * cc + self.v for p, _, cc in self._steps)
-            if tokens <= cost:
-                self.off = True
+        if len(self._steps) >= self.min_steps and sum(t for t, _ in self._steps) <= sum(k for _, k in self._steps):
+            self.off = True
 
     def pays(self) -> bool:
         return not self.off

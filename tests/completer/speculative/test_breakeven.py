@@ -26,6 +26,16 @@ def test_breakeven_table(c, v, steps, off):
     assert b.off is off and b.pays() is not off
 
 
+@pytest.mark.parametrize("seconds,off", [(0.008, True), (0.004, False)])
+def test_breakeven_measured_cost(seconds, off):
+    """With the engine's timings, a step's cost is its seconds over a plain step's: 2 tokens for 8 ms against
+    3 ms plain steps (2.7 steps' worth) does not pay; 2 tokens for 4 ms does."""
+    b = BreakEven(0.0, 1.0, min_steps=4, plain_step_s=0.003)
+    for _ in range(4):
+        b.update(4, 1, seconds=seconds)
+    assert b.off is off
+
+
 def test_breakeven_per_step_cost_and_bad_input():
     b = BreakEven(0.5, 1.0, min_steps=2)
     b.update(4, 1, c=0.0)                  # a free n-gram step in draft+ngram
