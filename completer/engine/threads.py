@@ -5,10 +5,11 @@ faster than one, while a one-token decode step of a small model is a few hundred
 memory and dispatch; splitting them over threads adds a fork/join per kernel, and when another process holds the
 second core (an editor, a build, other users of a shared box) each join waits for the scheduler, which made the
 2-thread decode 2-10x *slower* than 1 thread here. Which wins depends on the machine and on its load at the time,
-so the engine measures: each phase ("prompt": forwards over many new tokens, per token; "step": decode and
-speculative verification, per step) tries every candidate thread count, then uses the fastest by a running
-average and re-tries the others now and then, less often each time they lose, so a change of load is noticed
-without paying for it on every step. More cores can then never make a phase slower than one core does.
+so the engine measures: each phase ("prompt": forwards over many new tokens, per token; "step": a one-token
+decode step; "spec": a speculative step, per forward position it runs) tries every candidate thread count, then
+uses the fastest by a running average and re-tries the others now and then, less often each time they lose, so a
+change of load is noticed without paying for it on every step. More cores can then never make a phase slower than
+one core does.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-PHASES = ("prompt", "step")
+PHASES = ("prompt", "step", "spec")
 
 
 @dataclass

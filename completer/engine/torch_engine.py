@@ -361,14 +361,14 @@ class TorchEngine:
             self._counters.cached_prompt_tokens += reused
             run.tokens = list(run.prompt)
             return [first]
-        with self._phase("step"):
-            return self._decode_step(run)
+        return self._decode_step(run)
 
     def _decode_step(self, run: _Running) -> list[int]:
         req = run.request
         if self.config.speculation == "none" or run.heal_left:   # healing steps are one constrained token each
-            return decode_one(self.target, run.caches.target, run.tokens, run.sampling, self.n_vocab,
-                              self._healing(run)).tokens
+            with self._phase("step"):
+                return decode_one(self.target, run.caches.target, run.tokens, run.sampling, self.n_vocab,
+                                  self._healing(run)).tokens
         k = min(run.schedule.k, req.max_new_tokens - len(run.generated) - 1)
         # greedy requests only: switching on measured time changes which random draws a sampled request makes,
         # and a seeded request must come out the same every time (greedy output is the same either way)
@@ -376,12 +376,17 @@ class TorchEngine:
             c, v = self._speculation_costs()
             run.payoff = BreakEven(c, v, plain_step_s=self._plain_step_s)
         if k < 1 or (run.payoff is not None and (not run.payoff.pays() or not self._plain_measured)):
-            return self._timed_plain_step(run)                 # stopped paying; or no plain step timed yet
+            with self._phase("step"):
+                return self._timed_plain_step(run)             # stopped paying; or no plain step timed yet
         run.draft_c = 0.0
-        t0 = time.perf_counter()
-        res = speculative_step(self.target, run.caches.target, run.tokens, lambda t, kk, s: self._propose(run, t, kk, s),
-                               k, run.sampling, self.n_vocab)
-        seconds = time.perf_counter() - t0
+        # speculative steps choose their threads apart from plain ones (a draft's forwards and a (k+1)-token
+        # verification are not one-token steps), timed per forward position they run (1 + drafts)
+        with self._phase("spec") as box:
+            t0 = time.perf_counter()
+            res = speculative_step(self.target, run.caches.target, run.tokens,
+                                   lambda t, kk, s: self._propose(run, t, kk, s), k, run.sampling, self.n_vocab)
+            seconds = time.perf_counter() - t0
+            box["units"] = 1 + res.proposed
         if not res.proposed:                                   # no draft (no n-gram match): it was a plain step
             self._note_plain_step(seconds)
         if res.proposed:
