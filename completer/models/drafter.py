@@ -43,7 +43,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .llama import LlamaForCausalLM, RMSNorm, apply_rope
+from .llama import MLP, LlamaForCausalLM, RMSNorm, apply_rope
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 
@@ -126,17 +126,6 @@ class _Attention(nn.Module):
         self.o_proj = nn.Linear(q, c.hidden_size, bias=False)
 
 
-class _MLP(nn.Module):
-    def __init__(self, c: DrafterConfig):
-        super().__init__()
-        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
-
-    def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-
-
 class _MidLayer(nn.Module):  # "midlayer." in the checkpoint (vLLM maps it to layers.0)
     def __init__(self, c: DrafterConfig):
         super().__init__()
@@ -144,7 +133,7 @@ class _MidLayer(nn.Module):  # "midlayer." in the checkpoint (vLLM maps it to la
         self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.self_attn = _Attention(c)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        self.mlp = _MLP(c)
+        self.mlp = MLP(c)  # the target's MLP: same parameter names, one implementation
 
 
 class Eagle3Drafter(nn.Module):
