@@ -105,21 +105,27 @@ async def concurrent_steps(engine, rng, v: int, n: int, reps: int, tokens: int, 
             "per_request_step_s": per_request}
 
 
-async def measure(args, name: str, folder: Path, shape: dict, quant: str | None = None) -> dict:
+def start_engine(args, folder: Path, quant: str | None, capture_sizes=(), **speculation) -> "VLLMEngine":
+    """A vLLM engine on the dummy-weight model in ``folder`` (bf16, or ``quant``), with the given speculation
+    settings; ``capture_sizes`` adds CUDA-graph batch sizes (the concurrency runs)."""
     from completer.engine.vllm_engine import VLLMEngine
 
-    rng = random.Random(name)
     overrides = engine_overrides(max_model_len=8192)
-    sizes = overrides["compilation_config"]["cudagraph_capture_sizes"]
-    overrides["compilation_config"]["cudagraph_capture_sizes"] = sorted(set(sizes) | set(args.concurrent))
+    if capture_sizes:
+        sizes = overrides["compilation_config"]["cudagraph_capture_sizes"]
+        overrides["compilation_config"]["cudagraph_capture_sizes"] = sorted(set(sizes) | set(capture_sizes))
     if quant:
         overrides["quantization"] = quant
+    return VLLMEngine(EngineConfig(backend="vllm", model=str(folder), dtype="bfloat16", load_format="dummy",
+                                   tensor_parallel_size=args.tensor_parallel_size,
+                                   gpu_memory_utilization=args.gpu_memory_utilization,
+                                   enforce_eager=args.enforce_eager, **speculation), **overrides)
+
+
+async def measure(args, name: str, folder: Path, shape: dict, quant: str | None = None) -> dict:
+    rng = random.Random(name)
     t0 = time.perf_counter()
-    engine = VLLMEngine(EngineConfig(backend="vllm", model=str(folder), speculation="none", draft=None,
-                                     dtype="bfloat16", load_format="dummy",
-                                     tensor_parallel_size=args.tensor_parallel_size,
-                                     gpu_memory_utilization=args.gpu_memory_utilization,
-                                     enforce_eager=args.enforce_eager), **overrides)
+    engine = start_engine(args, folder, quant, capture_sizes=args.concurrent, speculation="none", draft=None)
     startup = time.perf_counter() - t0
     v = shape["vocab_size"]
     try:
@@ -184,18 +190,9 @@ async def measure_eagle3(args, folder: Path, drafter: Path, shape: dict, k: int,
     draft is accepted, so every step is one verification of k+1 tokens plus k drafter forwards, and
     step time = (latency - TTFT) / (tokens - 1) * tokens per step. Its ratio to a plain decode step gives the
     c of E/(k*c + 1) (drafter and verification overhead together)."""
-    from completer.engine.vllm_engine import VLLMEngine
-
     rng = random.Random(f"eagle3-{k}")
-    overrides = engine_overrides(max_model_len=8192)
-    if quant:
-        overrides["quantization"] = quant
     t0 = time.perf_counter()
-    engine = VLLMEngine(EngineConfig(backend="vllm", model=str(folder), speculation="eagle3", drafter=str(drafter),
-                                     num_speculative_tokens=k, dtype="bfloat16", load_format="dummy",
-                                     tensor_parallel_size=args.tensor_parallel_size,
-                                     gpu_memory_utilization=args.gpu_memory_utilization,
-                                     enforce_eager=args.enforce_eager), **overrides)
+    engine = start_engine(args, folder, quant, speculation="eagle3", drafter=str(drafter), num_speculative_tokens=k)
     startup = time.perf_counter() - t0
     v = shape["vocab_size"]
     try:
