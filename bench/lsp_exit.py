@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.lspclient import Server
+from completer.stats import nearest_rank
 
 HERE = Path(__file__).resolve().parent
 VARIANTS = {
@@ -61,10 +62,6 @@ async def one(cmd: list[str], log: Path, timeout: float) -> tuple[float, bool]:
     return took, False
 
 
-def p95(xs: list[float]) -> float:
-    return sorted(xs)[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10, help="runs per variant (alternating)")
@@ -88,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
             eta = (time.monotonic() - started) / done * (total - done)
             print(f"[{done}/{total}] {name}: {times[name][-1] * 1000:.0f} ms (ETA {eta:.0f} s)", flush=True)
     (out / "server.log").unlink(missing_ok=True)
-    rows = {name: {"median_ms": statistics.median(t) * 1000, "p95_ms": p95(t) * 1000, "min_ms": min(t) * 1000,
+    rows = {name: {"median_ms": statistics.median(t) * 1000, "p95_ms": nearest_rank(t, 95) * 1000, "min_ms": min(t) * 1000,
                    "max_ms": max(t) * 1000, "killed_after_timeout": killed[name],
                    "runs_ms": [x * 1000 for x in t]} for name, t in times.items()}
     shipped, before = (rows[n]["median_ms"] for n in VARIANTS)

@@ -42,6 +42,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from completer.stats import nearest_rank
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 TORCH_CONFIGS = {"none": ("none", None), "ngram": ("ngram", None), "draft": ("draft", None),   # (speculation,
@@ -216,11 +218,6 @@ def prompts(n: int, seed: int, budget: int, model: str) -> tuple[list[list[int]]
     return [tok.encode(p["prompt"], add_special_tokens=True).ids for p in ps], [Path(p["file"]).name for p in ps]
 
 
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
-
-
 def summarise(rows: list[dict]) -> list[dict]:
     cells: dict = {}
     for r in rows:
@@ -241,8 +238,8 @@ def summarise(rows: list[dict]) -> list[dict]:
         out.append({
             "mode": mode, "threads": thr, "engine": eng, "config": cfg, "n": len(rs),
             "prefill_ms_p50": statistics.median(r["prefill_ms"] for r in rs),
-            "decode_ms_per_token_p50": statistics.median(dec), "decode_ms_per_token_p95": pct(dec, 0.95),
-            "latency_ms_p50": statistics.median(lat), "latency_ms_p95": pct(lat, 0.95),
+            "decode_ms_per_token_p50": statistics.median(dec), "decode_ms_per_token_p95": nearest_rank(dec, 95),
+            "latency_ms_p50": statistics.median(lat), "latency_ms_p95": nearest_rank(lat, 95),
             "identical_to_llama_f32": f"{sum(same_llama)}/{len(same_llama)}" if same_llama else None,
             "identical_to_torch_none": f"{sum(same_none)}/{len(same_none)}" if same_none else None,
             "load1_min_med_max": [min(load), statistics.median(load), max(load)],

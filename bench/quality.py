@@ -51,6 +51,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from completer.stats import percentile
+
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "quality_manifest.json"
 KINDS = ("line_start", "mid_line", "mid_word", "empty_line")
@@ -316,15 +318,6 @@ def summarize(positions: list[Position], recs: list[dict], variant: str, keep=la
             "shown": _rate([x["shown"] for x in s]),
             "accepted_chars": (sum(x["accepted"] for x in s) / max(1, sum(x["expected_chars"] for x in s))) if s else None,
             "failures": fails}
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    v = sorted(values)
-    if not v:
-        return None
-    pos = (len(v) - 1) * q / 100
-    lo, hi = int(pos), min(int(pos) + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
 def build_summary(positions: list[Position], configs: list[dict]) -> dict:

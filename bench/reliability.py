@@ -40,6 +40,7 @@ from tqdm import tqdm
 
 from bench.lspclient import Server, frame, open_ws
 from completer.models import HOUSE_DIR
+from completer.stats import nearest_rank as pct
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTEXT_BUDGET = 384          # prompt tokens: fits the tiny fallback model's 512 positions with room to generate
@@ -54,13 +55,6 @@ def engine_options() -> tuple[dict, str, list[str]]:
         raise SystemExit(f"the house pair is not installed ({', '.join(missing)} missing under {HOUSE_DIR}); "
                          "reinstall the package (pip install -e .)")
     return {"model": "house:target", "draft": "house:draft", "device": "cpu"}, "house target + house draft", []
-
-
-def pct(xs: list[float], q: float) -> float | None:
-    if not xs:
-        return None
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, round(q / 100 * (len(xs) - 1))))]
 
 
 # --- 1. fuzz --------------------------------------------------------------------------------------------------

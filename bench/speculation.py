@@ -36,6 +36,7 @@ from tqdm import tqdm
 
 from completer.engine import EngineConfig, Request
 from completer.engine.torch_engine import TorchEngine
+from completer.stats import nearest_rank
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -106,11 +107,6 @@ def make_prompts(sources, n: int, seed: int, prefix_chars: int, suffix_chars: in
                 pre, suf = pre * 3 // 4, suf * 3 // 4
         prompts.append({"file": name, "offset": cut, "prompt": prompt})
     return prompts
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
 
 
 @torch.inference_mode()
@@ -224,10 +220,10 @@ async def run(args) -> dict:
         rows.append({
             "config": name, **cfgs[name],
             "decode_tokens_per_s_median": statistics.median(dtps[name]) if dtps[name] else None,
-            "decode_tokens_per_s_p95_low": pct(dtps[name], 0.05) if dtps[name] else None,
-            "tokens_per_s_median": statistics.median(tps[name]), "tokens_per_s_p95_low": pct(tps[name], 0.05),
-            "latency_ms_median": 1000 * statistics.median(lat[name]), "latency_ms_p95": 1000 * pct(lat[name], 0.95),
-            "ttft_ms_median": 1000 * statistics.median(ttft[name]), "ttft_ms_p95": 1000 * pct(ttft[name], 0.95),
+            "decode_tokens_per_s_p95_low": nearest_rank(dtps[name], 5) if dtps[name] else None,
+            "tokens_per_s_median": statistics.median(tps[name]), "tokens_per_s_p95_low": nearest_rank(tps[name], 5),
+            "latency_ms_median": 1000 * statistics.median(lat[name]), "latency_ms_p95": 1000 * nearest_rank(lat[name], 95),
+            "ttft_ms_median": 1000 * statistics.median(ttft[name]), "ttft_ms_p95": 1000 * nearest_rank(ttft[name], 95),
             "speedup_vs_none": (statistics.median(dtps[name]) / base_tps) if base_tps and dtps[name] else None,
             "generated_tokens": c["generated_tokens"], "draft_tokens": c["draft_tokens"],
             "accepted_tokens": c["accepted_tokens"], "acceptance_rate": c["acceptance_rate"],

@@ -15,3 +15,12 @@ def percentile(values: Iterable[float], q: float) -> float | None:
     pos = (len(v) - 1) * q / 100
     lo, hi = math.floor(pos), math.ceil(pos)
     return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def nearest_rank(values: Iterable[float], q: float) -> float | None:
+    """The sample nearest to rank ``q`` (0..100) of ``values`` (no interpolation: a value that was measured);
+    None for no values. The benchmarks' p95 of latencies and the tune table use it."""
+    v = sorted(values)
+    if not v:
+        return None
+    return v[min(len(v) - 1, max(0, round(q / 100 * (len(v) - 1))))]

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from .engine import EngineConfig, EngineError, Request, create_engine
+from .stats import nearest_rank
 
 
 def candidates(backend: str, ks: list[int], draft: str | None, drafter: str | None) -> dict[str, dict]:
@@ -43,11 +44,6 @@ def candidates(backend: str, ks: list[int], draft: str | None, drafter: str | No
     if backend == "torch" and draft:
         out["draft adaptive"] = dict(speculation="draft", num_speculative_tokens="adaptive")
     return out
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
 
 async def measure(config: EngineConfig, prompts: list, max_new_tokens: int) -> dict:
@@ -70,7 +66,7 @@ async def measure(config: EngineConfig, prompts: list, max_new_tokens: int) -> d
     accepted = after.get("accepted_tokens", 0) - before.get("accepted_tokens", 0)
     return {"tokens_per_s_p50": statistics.median(len(ids) / t for t, ids in runs if ids),
             "aggregate_tokens_per_s": sum(len(ids) for _, ids in runs) / sum(lat),
-            "latency_p50_ms": statistics.median(lat) * 1e3, "latency_p95_ms": pct(lat, 0.95) * 1e3,
+            "latency_p50_ms": statistics.median(lat) * 1e3, "latency_p95_ms": nearest_rank(lat, 95) * 1e3,
             "tokens_per_step": 1 + accepted / drafts if drafts else 1.0, "ids": [ids for _, ids in runs]}
 
 
