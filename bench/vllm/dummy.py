@@ -52,16 +52,59 @@ def params(s: dict) -> int:
     return v * h * (1 if s["tie_word_embeddings"] else 2) + L * layer + h
 
 
-def write_model(folder: Path, shape: dict) -> Path:
+def write_model(folder: Path, shape: dict, tokenizer: str = "words") -> Path:
+    """config.json of a Qwen2 model of ``shape`` (weights come from load_format=dummy) and a tokenizer covering its
+    vocabulary: ``words`` ("t0".."tN") or ``house`` (the house tokenizer, padded: see write_house_tokenizer), with
+    which the language server serves the model with the house FIM template."""
     folder.mkdir(parents=True, exist_ok=True)
     cfg = dict(architectures=["Qwen2ForCausalLM"], model_type="qwen2", hidden_act="silu", rms_norm_eps=1e-6,
                rope_theta=1000000.0, max_position_embeddings=32768, max_window_layers=28, use_sliding_window=False,
                sliding_window=None, attention_dropout=0.0, initializer_range=0.02, torch_dtype="bfloat16",
                bos_token_id=None, eos_token_id=0, use_cache=True, **shape)
+    if tokenizer == "house":
+        # Llama with q/k/v/o biases (Qwen2 has q/k/v only: 0.1 M parameters apart at 7B): transformers replaces a
+        # qwen2 folder's tokenizer decoder with its own (Qwen2Tokenizer), which would undo the padding's decoder
+        for k in ("max_window_layers", "use_sliding_window", "sliding_window"):
+            cfg.pop(k)
+        cfg.update(architectures=["LlamaForCausalLM"], model_type="llama", attention_bias=True,
+                   completer_template="house")
+        write_house_tokenizer(folder, shape["vocab_size"])
+    elif tokenizer == "words":
+        write_tokenizer(folder, shape["vocab_size"])
+    else:
+        raise ValueError(f"tokenizer must be 'words' or 'house', got {tokenizer!r}")
     (folder / "config.json").write_text(json.dumps(cfg, indent=1))
     (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": 0}))
-    write_tokenizer(folder, shape["vocab_size"])
     return folder
+
+
+PAD_MARK = "\u2983{}\u2984"      # ⦃i⦄: outside the byte-level alphabet, so no real token contains it
+
+
+def write_house_tokenizer(folder: Path, vocab: int) -> None:
+    """The house tokenizer (``completer/models/house/target``) with its BPE vocabulary padded to ``vocab`` ids, so
+    that a random-weight model of a real shape (152k ids) can be served with the house prompt format: encoding is
+    unchanged (the padding tokens have no merges, so BPE never produces them), and padding id i decodes to the text
+    of house token 6 + (i - n) mod (n - 6) (a decoder step strips its ⦃i⦄ mark), so whatever id the model emits
+    becomes ordinary house text — code pieces, newlines at the house vocabulary's rate — never a special token."""
+    from completer.models import HOUSE_DIR
+
+    src = HOUSE_DIR / "target"
+    tj = json.loads((src / "tokenizer.json").read_text(encoding="utf-8"))
+    base = tj["model"]["vocab"]
+    n = len(base)
+    if vocab < n:
+        raise ValueError(f"vocab {vocab} is smaller than the house vocabulary ({n})")
+    by_id = {i: t for t, i in base.items()}
+    for i in range(n, vocab):
+        base[by_id[6 + (i - n) % (n - 6)] + PAD_MARK.format(i)] = i
+    tj["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"Regex": "\u2983[0-9]+\u2984"}, "content": ""}, tj["decoder"]]}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tokenizer.json").write_text(json.dumps(tj, ensure_ascii=False), encoding="utf-8")
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        if (src / name).is_file():
+            (folder / name).write_text((src / name).read_text(encoding="utf-8"), encoding="utf-8")
 
 
 def write_tokenizer(folder: Path, vocab: int) -> None:
@@ -224,6 +267,8 @@ async def main() -> None:
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--decode-tokens", type=int, default=128)
     p.add_argument("--write-only", action="store_true", help="write the model folders and stop")
+    p.add_argument("--tokenizer", choices=["words", "house"], default="words",
+                   help="house: the padded house tokenizer (for serving the shape through the language server)")
     p.add_argument("--only", default=",".join(SHAPES), help="comma-separated shapes, in this order")
     p.add_argument("--quant", default="none", help="comma-separated: none (bf16) and/or fp8, in this order")
     p.add_argument("--concurrent", default="", help="comma-separated n: decode steps with n requests at once")
@@ -237,7 +282,7 @@ async def main() -> None:
     args = p.parse_args()
     args.concurrent = [int(n) for n in args.concurrent.split(",") if n]
     t_start = time.perf_counter()
-    folders = {n: write_model(args.models_dir / n, SHAPES[n]) for n in args.only.split(",") if n}
+    folders = {n: write_model(args.models_dir / n, SHAPES[n], args.tokenizer) for n in args.only.split(",") if n}
     if args.write_only:
         print({n: str(f) for n, f in folders.items()})
         return

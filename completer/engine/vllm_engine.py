@@ -222,6 +222,7 @@ class VLLMEngine:
         import atexit
 
         atexit.register(self._shutdown_at_exit)
+        healing.prepare(self.tokenizer)             # token healing's vocabulary table, before the first keystroke
 
     def _shutdown_at_exit(self) -> None:
         if not self._closed:
@@ -230,7 +231,6 @@ class VLLMEngine:
                 self.llm.shutdown()
             except Exception:
                 pass
-        healing.prepare(self.tokenizer)             # token healing's vocabulary table, before the first keystroke
 
     # --- Engine protocol ----------------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
