@@ -271,6 +271,7 @@ async def main() -> None:
     ap.add_argument("--deadline-s", type=float, default=560)
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--load-s", type=float, default=60)
+    ap.add_argument("--fp8-replays", default="full,first-line", help="the replays of lsp-7b-fp8")
     ap.add_argument("--traces", type=Path, default=ROOT / "bench" / "traces", help="replay traces (file or folder)")
     ap.add_argument("--engine-json", default="{}", help="engine settings over each stage's (a CPU dry run of the "
                     "flow: '{\"backend\": \"torch\", \"device\": \"cpu\"}')")
@@ -316,7 +317,8 @@ async def main() -> None:
                 server, res["start"] = await start_server(engine, out / "server.log")
                 print(f"   engine ready in {res['start']['engine_ready_s']:.0f} s, warm-up "
                       f"{res['start']['warmup_ms']} ms", flush=True)
-                replays = REPLAYS if stage.startswith("lsp-7b") else {"replay": {}}
+                replays = ({n: REPLAYS[n] for n in args.fp8_replays.split(",") if n} if stage == "lsp-7b-fp8" else
+                           REPLAYS if stage.startswith("lsp-7b") else {"replay": {}})
                 for name, opts in replays.items():
                     r = await replay_on(server.url, engine, name, opts, out, args.traces)
                     res[name] = r
