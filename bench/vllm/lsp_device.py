@@ -243,7 +243,7 @@ async def load_stage(args, out: Path) -> dict:
 
 
 def run_dummy(args, out: Path, left: float) -> dict:
-    cmd = [sys.executable, str(ROOT / "bench" / "vllm" / "dummy.py"), "--out", str(out), "--only", "target-7b",
+    cmd = [sys.executable, str(ROOT / "bench" / "vllm" / "dummy.py"), "--out", str(out), "--only", "target-7b", "--models-dir", "/tmp/completer-dummy-words",
            "--quant", "none,fp8", "--reps", "5", "--decode-tokens", "64", "--deadline-s", str(max(left - 60, 0)),
            "--engine-s", "90", "--gpu-memory-utilization", str(GPU_UTIL)]
     t0 = time.perf_counter()
