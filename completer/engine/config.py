@@ -8,6 +8,15 @@ BACKENDS = ("torch", "vllm")
 SPECULATION = ("none", "draft", "ngram", "draft+ngram", "eagle3", "ngram_gpu")
 VLLM_ONLY_SPECULATION = ("eagle3", "ngram_gpu")   # vLLM's EAGLE-3 drafter and GPU prompt lookup
 TORCH_QUANTIZATION = (None, "none", "fp16", "int8")
+# settings the embedded backend has no use for, and what it does instead (EngineConfig refuses them with backend="torch")
+VLLM_ONLY_SETTINGS = {
+    "tensor_parallel_size": "runs on one device: choose it with device ('cpu', 'cuda:N')",
+    "draft_tensor_parallel_size": "runs the draft on the target's device",
+    "draft_quantization": "applies quantization to the target and the draft alike",
+    "gpu_memory_utilization": "allocates what the models and their caches need",
+    "enforce_eager": "always runs eagerly (no CUDA graphs)",
+    "load_format": "loads the model's own weights",
+}
 
 
 @dataclass(frozen=True)
@@ -57,10 +66,19 @@ class EngineConfig:
         if not isinstance(self.threads, int) or isinstance(self.threads, bool) or self.threads < 0:
             raise ValueError(f"threads must be an integer >= 0 (0 = every core), got {self.threads!r}")
         if self.backend == "torch" and self.quantization not in TORCH_QUANTIZATION:
-            raise ValueError(f"quantization {self.quantization!r} is not available in the torch backend; "
+            raise ValueError(f"quantization={self.quantization!r} is not available in the torch backend; "
                              f"choose one of {TORCH_QUANTIZATION}")
         if self.tensor_parallel_size < 1:
             raise ValueError("tensor_parallel_size must be >= 1")
+        if self.backend == "torch":
+            self._refuse_vllm_only_settings()
+        else:
+            from .vllm_engine import VLLM_QUANTIZATION  # the module imports vLLM only when an engine is built
+            for setting in ("quantization", "draft_quantization"):
+                method = getattr(self, setting)
+                if method not in (None, "none") and method not in VLLM_QUANTIZATION:
+                    raise ValueError(f"{setting}={method!r} is not a vLLM quantization method; choose one of "
+                                     f"{VLLM_QUANTIZATION}")
         if self.speculation in VLLM_ONLY_SPECULATION and self.backend != "vllm":
             raise ValueError(f"speculation={self.speculation!r} is the vLLM backend's; the embedded backend has "
                              f"'none', 'draft', 'ngram' and 'draft+ngram'")
@@ -71,8 +89,18 @@ class EngineConfig:
             raise ValueError(f"draft_tensor_parallel_size must be 1 or tensor_parallel_size "
                              f"({self.tensor_parallel_size}), got {dtp!r}")
         if (dtp is not None or self.draft_quantization) and self.speculation not in ("draft", "eagle3"):
-            raise ValueError("draft_tensor_parallel_size and draft_quantization apply to speculation='draft' or "
-                             f"'eagle3', not {self.speculation!r}")
+            given = "draft_tensor_parallel_size" if dtp is not None else "draft_quantization"
+            raise ValueError(f"{given}={getattr(self, given)!r}: draft_tensor_parallel_size and draft_quantization "
+                             f"apply to speculation='draft' or 'eagle3', not {self.speculation!r}")
+
+    def _refuse_vllm_only_settings(self) -> None:
+        """The embedded backend runs on one device with its own quantization: a vLLM-only setting given a value is
+        an error naming it, never silently ignored."""
+        defaults = {f.name: f.default for f in fields(self)}
+        for name, why in VLLM_ONLY_SETTINGS.items():
+            if getattr(self, name) != defaults[name]:
+                raise ValueError(f"{name}={getattr(self, name)!r} is a setting of the vLLM backend (backend='vllm'); "
+                                 f"the embedded backend (backend='torch') {why}")
 
     @classmethod
     def from_dict(cls, d: dict) -> "EngineConfig":

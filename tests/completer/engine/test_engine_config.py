@@ -1,0 +1,97 @@
+"""Issue 16: every quantisation and placement setting works on both backends or fails with a message naming the
+setting. Embedded backend: a real TorchEngine on the tiny pair is built with each value it takes; vLLM backend: the
+checks that run before the slow engine start (``EngineConfig`` and ``engine_kwargs``, no vLLM needed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from completer.engine import EngineConfig, EngineError, create_engine
+from completer.engine.config import VLLM_ONLY_SETTINGS
+from completer.engine.vllm_engine import engine_kwargs
+
+# (backend, settings, the setting an error must name or None when it must work)
+TABLE = [
+    # embedded backend: its own quantization for target and draft; one device
+    ("torch", dict(quantization=None), None),
+    ("torch", dict(quantization="none"), None),
+    ("torch", dict(quantization="fp16"), None),
+    ("torch", dict(quantization="int8"), None),
+    ("torch", dict(quantization="fp8"), "quantization"),
+    ("torch", dict(quantization="awq"), "quantization"),
+    ("torch", dict(draft_quantization="int8"), "draft_quantization"),
+    ("torch", dict(tensor_parallel_size=2), "tensor_parallel_size"),
+    ("torch", dict(draft_tensor_parallel_size=1), "draft_tensor_parallel_size"),
+    ("torch", dict(gpu_memory_utilization=0.5), "gpu_memory_utilization"),
+    ("torch", dict(enforce_eager=True), "enforce_eager"),
+    ("torch", dict(load_format="dummy"), "load_format"),
+    # vLLM backend: passed through to vLLM, refused by name before the engine starts
+    ("vllm", dict(quantization="fp8"), None),
+    ("vllm", dict(quantization="awq"), None),
+    ("vllm", dict(quantization="int8"), "quantization"),
+    ("vllm", dict(quantization="fp16"), "quantization"),
+    ("vllm", dict(draft_quantization="fp8"), None),
+    ("vllm", dict(draft_quantization="int4"), "draft_quantization"),
+    ("vllm", dict(speculation="ngram", draft_quantization="fp8"), "draft_quantization"),
+    ("vllm", dict(tensor_parallel_size=2), None),
+    ("vllm", dict(tensor_parallel_size=0), "tensor_parallel_size"),
+    ("vllm", dict(tensor_parallel_size=4, draft_tensor_parallel_size=1), None),
+    ("vllm", dict(tensor_parallel_size=4, draft_tensor_parallel_size=4), None),
+    ("vllm", dict(tensor_parallel_size=4, draft_tensor_parallel_size=2), "draft_tensor_parallel_size"),
+    ("vllm", dict(speculation="ngram_gpu", draft_tensor_parallel_size=1), "draft_tensor_parallel_size"),
+    ("vllm", dict(device="cpu"), "device"),
+]
+
+
+def _check(backend: str, settings: dict, tiny_pair) -> None:
+    """Build what the backend builds before its slow part; raises ValueError/EngineError on a refused setting."""
+    if backend == "torch":
+        cfg = EngineConfig(backend="torch", model=str(tiny_pair[0]), draft=str(tiny_pair[1]), device="cpu",
+                           speculation="draft", **settings)
+        engine = create_engine(cfg)                           # a real engine: the setting is applied, not ignored
+        try:
+            if settings.get("quantization") in ("fp16", "int8"):
+                assert engine.packing == settings["quantization"]
+        finally:
+            import asyncio
+            asyncio.run(engine.close())
+        return
+    settings = {"speculation": "draft", **settings}
+    cfg = EngineConfig(backend="vllm", **settings)
+    kw = engine_kwargs(cfg, "/m/target", "/m/draft")          # VLLMEngine's first step, before vLLM is imported
+    for name in ("quantization", "tensor_parallel_size"):
+        if name in settings:
+            assert kw[name] == settings[name]
+    spec = kw.get("speculative_config", {})
+    if "draft_quantization" in settings:
+        assert spec["quantization"] == settings["draft_quantization"]
+    if "draft_tensor_parallel_size" in settings:
+        assert spec["draft_tensor_parallel_size"] == settings["draft_tensor_parallel_size"]
+
+
+@pytest.mark.parametrize("backend,settings,names", TABLE, ids=[f"{b}-{json.dumps(s)}" for b, s, _ in TABLE])
+def test_quantisation_and_placement_settings_work_or_name_themselves(backend, settings, names, tiny_pair):
+    if names is None:
+        try:
+            _check(backend, settings, tiny_pair)
+        except EngineError as e:                              # the only allowed refusal: this CPU lacks the kernel
+            assert settings.get("quantization") == "int8" and "quantization='int8'" in str(e), e
+        return
+    with pytest.raises((ValueError, EngineError)) as err:
+        _check(backend, settings, tiny_pair)
+    assert f"{names}=" in str(err.value) or f"{names} must" in str(err.value), str(err.value)
+
+
+def test_every_vllm_only_setting_is_in_the_table():
+    torch_refused = {n for b, _, n in TABLE if b == "torch" and n}
+    assert set(VLLM_ONLY_SETTINGS) <= torch_refused
+
+
+def test_lsp_engine_settings_refuse_them_by_name():
+    """The language server builds its EngineConfig with from_dict: the same error, naming the setting, at initialize."""
+    with pytest.raises(ValueError, match="tensor_parallel_size=2 is a setting of the vLLM backend"):
+        EngineConfig.from_dict({"backend": "torch", "tensor_parallel_size": 2})
+    with pytest.raises(ValueError, match="quantization='int8' is not a vLLM quantization method"):
+        EngineConfig.from_dict({"backend": "vllm", "quantization": "int8"})
