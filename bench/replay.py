@@ -87,6 +87,7 @@ class Replayer:
         accept_points = accepted = saved = 0
         t0 = time.perf_counter()
         waits = []
+        befores: dict[int, str] = {}     # id(record) -> document text before its cursor (for "right", below)
 
         target = t0
 
@@ -108,6 +109,7 @@ class Replayer:
                    "id": rid, "status": "pending", "latency_ms": None,
                    "ghost": None, "gap_ms": None, "offset": off, "uri": uri}
             records.append(rec)
+            befores[id(rec)] = docs[uri][:off]
             latest = rec
             waits.append(asyncio.ensure_future(self._answer(rec, fut, now)))
 
@@ -159,6 +161,9 @@ class Replayer:
             await asyncio.wait(waits, timeout=DRAIN_S)
         for w in waits:
             w.cancel()
+        for rec in records:
+            if rec["status"] == "shown":
+                rec["right"] = right(rec["ghost"], befores[id(rec)], docs[rec["uri"]])
         await c.notify("textDocument/didClose", {"textDocument": {"uri": h.uri}})
         return {"records": records, "accept_points": accept_points, "accepted": accepted, "chars_saved": saved,
                 "chars_typed": sum(len(e.edit["text"]) for e in trace.events if e.edit is not None),
@@ -189,6 +194,18 @@ class Replayer:
                 rec.update(status="shown", ghost=text, latency_ms=rec["answer_ms"])
             else:
                 rec["status"] = "empty"
+
+
+def right(ghost: str, before: str, final: str) -> bool:
+    """Whether ghost text shown after ``before`` was right: the document ``final`` (after the trace, with what the
+    user accepted) still starts with ``before`` and holds the ghost text's first line (through its first non-blank
+    line, trailing blanks aside) right after it."""
+    if not ghost.strip() or not final.startswith(before):
+        return False
+    body = len(ghost) - len(ghost.lstrip(" \t\r\n"))
+    nl = ghost.find("\n", body)
+    line = (ghost if nl < 0 else ghost[:nl]).rstrip(" \t\r")
+    return final.startswith(line, len(before))
 
 
 def counters_diff(before: dict | None, after: dict | None) -> dict:

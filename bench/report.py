@@ -2,7 +2,12 @@
 
     python -m bench.report RAW.json [--out bench/results] [--name replay]   (re-render saved raw results)
 
-Per configuration: keystroke-to-ghost-text latency p50/p95/p99 of the completions that were shown; the share of
+Per configuration: keystroke-to-ghost-text latency over *all* keystrokes (a keystroke whose ghost text did not arrive
+before the next one counts as never, so its latency is infinite: p50 is finite only when more than half of the
+keystrokes got ghost text in time), over the answered requests (any answer but -32800, whether it came in time or
+not: the server's own response time), and over the completions that were shown (survivorship-biased: read it with
+the shown share); the share of keystrokes with ghost text before the next key and the share with ghost text that was
+right (its first line is what the document then holds at the cursor: the user typed or accepted it); the share of
 pauses (a gap of at least ``pause_ms`` after a keystroke) that got ghost text within 100 ms and 200 ms; engine
 requests per edit; tokens generated for requests later aborted (wasted work, engine counter ``wasted_tokens``);
 speculative acceptance rate (accepted / proposed draft tokens); characters the user did not have to type.
@@ -14,7 +19,9 @@ import argparse
 import json
 from pathlib import Path
 
-from completer.stats import percentile
+from completer.stats import nearest_rank, percentile
+
+NEVER = float("inf")     # latency of a keystroke that got no ghost text before the next one
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -25,6 +32,9 @@ def summarize(cfg: dict, pause_ms: float) -> dict:
     recs = [r for t in cfg["traces"] for r in t["records"]]
     keys = [r for r in recs if r["kind"] == "key"]
     shown = [r["latency_ms"] for r in recs if r["status"] == "shown"]
+    # every keystroke: its ghost text's latency, or never; every answered request (in time or late, empty or not)
+    every = [r["latency_ms"] if r["status"] == "shown" else NEVER for r in keys]
+    answered = [r["answer_ms"] for r in recs if r.get("answer_ms") is not None and r.get("error") is None]
     pauses = [r for r in keys if r["gap_ms"] is not None and r["gap_ms"] >= pause_ms]
 
     def within(ms: float) -> float | None:
@@ -44,6 +54,14 @@ def summarize(cfg: dict, pause_ms: float) -> dict:
         "edits_sent": len(recs),
         "shown": len(shown),
         "latency_ms": {"p50": percentile(shown, 50), "p95": percentile(shown, 95), "p99": percentile(shown, 99)},
+        "all_keys_ms": {"p50": nearest_rank(every, 50), "p95": nearest_rank(every, 95)},
+        "answered_ms": {"p50": nearest_rank(answered, 50), "p95": nearest_rank(answered, 95),
+                        "max": max(answered, default=None)},
+        "answered": len(answered),
+        # shown ghost text whose first line the document then held at the cursor (None: an old raw file)
+        "right_share": (None if any("right" not in r for r in keys if r["status"] == "shown")
+                        else _ratio(sum(1 for r in keys if r["status"] == "shown" and r["right"]), len(keys))),
+        "empty_share": _ratio(sum(1 for r in keys if r["status"] == "empty"), len(keys)),
         "pauses": len(pauses),
         "pauses_ghost_within_100ms": within(100),
         "pauses_ghost_within_200ms": within(200),
@@ -72,7 +90,7 @@ def summarize(cfg: dict, pause_ms: float) -> dict:
     }
 
 
-MEDIAN_KEYS = ("shown_before_next_key", "wasted_share", "engine_requests_per_keystroke", "reuses", "early_answers",
+MEDIAN_KEYS = ("shown_before_next_key", "right_share", "empty_share", "wasted_share", "engine_requests_per_keystroke", "reuses", "early_answers",
                "served_from_cache")
 
 
@@ -84,6 +102,10 @@ def medians(rows: list[dict]) -> list[dict]:
         m = {"name": name, "rounds": len(rs),
              "p50_ms": percentile([r["latency_ms"]["p50"] for r in rs if r["latency_ms"]["p50"] is not None], 50),
              "p95_ms": percentile([r["latency_ms"]["p95"] for r in rs if r["latency_ms"]["p95"] is not None], 50)}
+        for k in ("all_keys_ms", "answered_ms"):     # nearest rank: a round's value (all keys: may be never)
+            for q in ("p50", "p95"):
+                m[f"{k.removesuffix('_ms')}_{q}_ms"] = nearest_rank(
+                    [r[k][q] for r in rs if r.get(k) and r[k][q] is not None], 50)
         for k in MEDIAN_KEYS:
             m[k] = percentile([r[k] for r in rs if r.get(k) is not None], 50)
         out.append(m)
@@ -91,7 +113,7 @@ def medians(rows: list[dict]) -> list[dict]:
 
 
 def _f(v, fmt="{:.0f}") -> str:
-    return "–" if v is None else fmt.format(v)
+    return "–" if v is None else "never" if v == NEVER else fmt.format(v)
 
 
 def markdown(raw: dict, rows: list[dict]) -> str:
@@ -121,18 +143,33 @@ def markdown(raw: dict, rows: list[dict]) -> str:
             f"| {_f(r['wasted_tokens'])} ({pct(r['wasted_share'])}) | {pct(r['acceptance_rate'])} "
             f"| {r['chars_saved']} ({pct(r['chars_saved_share'])}) | {_f(r['served_from_cache'])} "
             f"| {_f(r.get('reuses'))} | {_f(r.get('early_answers'))} | {_f(r['send_lag_ms_p95'])} |")
+    pct = lambda v: _f(None if v is None else 100 * v, "{:.0f}%")  # noqa: E731
+    out += ["", "Over all keystrokes (a keystroke without ghost text before the next one counts as never) and over "
+                "every answered request (in time or late, with or without ghost text):", "",
+            "| config | keystrokes | ghost before next key | right | empty answer | all keys p50 / p95 ms "
+            "| answered p50 / p95 / max ms | shown p50 / p95 ms |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        a, k, lat = r["answered_ms"], r["all_keys_ms"], r["latency_ms"]
+        out.append(f"| {r['name']}{'' if not r.get('round') else ' (round %d)' % r['round']} | {r['keystrokes']} "
+                   f"| {pct(r['shown_before_next_key'])} | {pct(r['right_share'])} | {pct(r['empty_share'])} "
+                   f"| {_f(k['p50'])} / {_f(k['p95'])} | {_f(a['p50'])} / {_f(a['p95'])} / {_f(a['max'])} "
+                   f"| {_f(lat['p50'])} / {_f(lat['p95'])} |")
     if len(rows) > len({r["name"] for r in rows}):
-        pct = lambda v: _f(None if v is None else 100 * v, "{:.0f}%")  # noqa: E731
         out += ["", "Medians over the rounds (configurations interleaved round by round):", "",
-                "| config | rounds | p50 ms | p95 ms | ghost before next key | wasted / generated | engine req/key | "
-                "reuses | early answers | from cache |", "|---|---|---|---|---|---|---|---|---|---|"]
+                "| config | rounds | all keys p50 / p95 ms | answered p50 / p95 ms | shown p50 ms | shown p95 ms "
+                "| ghost before next key | right | wasted / generated | engine req/key | "
+                "reuses | early answers | from cache |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for m in medians(rows):
-            out.append(f"| {m['name']} | {m['rounds']} | {_f(m['p50_ms'])} | {_f(m['p95_ms'])} "
-                       f"| {pct(m['shown_before_next_key'])} | {pct(m['wasted_share'])} "
+            out.append(f"| {m['name']} | {m['rounds']} | {_f(m['all_keys_p50_ms'])} / {_f(m['all_keys_p95_ms'])} "
+                       f"| {_f(m['answered_p50_ms'])} / {_f(m['answered_p95_ms'])} "
+                       f"| {_f(m['p50_ms'])} | {_f(m['p95_ms'])} "
+                       f"| {pct(m['shown_before_next_key'])} | {pct(m['right_share'])} | {pct(m['wasted_share'])} "
                        f"| {_f(m['engine_requests_per_keystroke'], '{:.2f}')} | {_f(m['reuses'])} "
                        f"| {_f(m['early_answers'])} | {_f(m['served_from_cache'])} |")
-    out += ["", "shown = edits whose ghost text arrived before the next edit / edits sent; latency over shown ones "
-                "(didChange sent -> response received). Status counts: " +
+    out += ["", "shown = edits whose ghost text arrived before the next edit / edits sent; latency (didChange sent -> "
+                "response received) over all keystrokes, over answered requests, and over shown ones (the first "
+                "table's p50/p95/p99: survivorship-biased, read with the shown share); right = shown ghost text whose "
+                "first line the document later held at the cursor. Status counts: " +
             "; ".join(f"{r['name']}: {r['status']}" for r in rows), ""]
     return "\n".join(out)
 
@@ -165,6 +202,15 @@ def plot_figure(raw: dict, rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def _finite(v):
+    """``v`` with never (infinite latency) written as the string "never": JSON has no infinity."""
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_finite(x) for x in v]
+    return "never" if v == NEVER else v
+
+
 def write(raw: dict, out: Path, name: str = "replay", plot: bool = True) -> dict:
     """Write ``<name>.json`` (summary), ``<name>.md``, ``<name>.png`` and the raw records under ``tmp/``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -178,7 +224,7 @@ def write(raw: dict, out: Path, name: str = "replay", plot: bool = True) -> dict
                           for c, r in zip(raw["configs"], rows)]
     if len(rows) > len({r["name"] for r in rows}):
         summary["medians"] = medians(rows)
-    paths["json"].write_text(json.dumps(summary, indent=1, default=str))
+    paths["json"].write_text(json.dumps(_finite(summary), indent=1, default=str))
     paths["md"].write_text(markdown(raw, rows))
     raw_dir = out / "tmp"
     raw_dir.mkdir(exist_ok=True)

@@ -89,3 +89,13 @@ async def test_websocket_transport(tiny_options):
 def test_cli_rejects_unknown_configuration(capsys):
     with pytest.raises(SystemExit, match="unknown configuration"):
         asyncio.run(replay.amain(replay.build_parser().parse_args(["--configs", "bogus"])))
+
+
+def test_right_is_the_first_line_the_document_then_holds_at_the_cursor():
+    final = "x = 1\nif x:\n    y = compute(x)\n"
+    assert replay.right("1\n", "x = ", final)
+    assert replay.right("comp", "x = 1\nif x:\n    y = ", final)              # a correct part of the line
+    assert not replay.right("comb(x)", "x = 1\nif x:\n    y = ", final)
+    assert replay.right("\n    y = compute(x)\n    z", "x = 1\nif x:", final)  # block: through its first line
+    assert not replay.right("1", "x = 2", final)                               # the text before changed (typo)
+    assert not replay.right("  \n", "x = ", final)                            # nothing to show is not right

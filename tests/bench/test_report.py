@@ -43,6 +43,23 @@ def test_summary_math_on_fixed_records():
     assert s["cached_prompt_share"] == pytest.approx(0.8)
     assert s["chars_saved"] == 6 and s["chars_saved_share"] == pytest.approx(0.25)
     assert s["status"] == {"shown": 3, "stale": 1, "empty": 1, "cancelled": 1}
+    # over all 5 keystrokes: 50, 150, never, never, never -> the median keystroke got no ghost text in time
+    assert s["all_keys_ms"] == {"p50": report.NEVER, "p95": report.NEVER}
+    assert s["answered_ms"] == {"p50": None, "p95": None, "max": None}     # these records carry no answer_ms
+    assert s["right_share"] is None and s["empty_share"] == pytest.approx(1 / 5)
+
+
+def test_all_keys_answered_and_right():
+    recs = [dict(_rec("key", "shown", 40), answer_ms=40, right=True), dict(_rec("key", "shown", 60), answer_ms=60,
+                                                                             right=False),
+            dict(_rec("key", "stale"), answer_ms=300), dict(_rec("key", "cancelled"), answer_ms=90, error=-32800),
+            dict(_rec("key", "empty"), answer_ms=20)]
+    s = report.summarize({**CFG, "traces": [{**CFG["traces"][0], "records": recs}]}, pause_ms=500)
+    assert s["all_keys_ms"] == {"p50": report.NEVER, "p95": report.NEVER}   # 40, 60, never x3
+    assert s["answered_ms"] == {"p50": 60, "p95": 300, "max": 300}   # 20, 40, 60, 300 (not the -32800); nearest rank
+    assert s["right_share"] == pytest.approx(1 / 5)
+    s = report.summarize({**CFG, "traces": [{**CFG["traces"][0], "records": recs[:2] + recs[4:]}]}, pause_ms=500)
+    assert s["all_keys_ms"] == {"p50": 60, "p95": report.NEVER}
 
 
 def test_write_json_markdown_and_plot(tmp_path):
@@ -55,8 +72,10 @@ def test_write_json_markdown_and_plot(tmp_path):
     md = paths["md"].read_text()
     assert "Test CPU, 2 cores" in md and "python -m bench.replay" in md
     assert "| x | 3/6 | 50 | 140 | 148 |" in md
+    assert "| x | 5 | 40% | – | 20% | never / never |" in md
     data = json.loads(paths["json"].read_text())
     assert data["configs"][0]["acceptance_rate"] == pytest.approx(0.75)
+    assert data["configs"][0]["all_keys_ms"] == {"p50": "never", "p95": "never"}     # JSON has no infinity
     assert paths["png"].stat().st_size > 1000
 
 
