@@ -22,8 +22,44 @@ def test_extension_typechecks_builds_and_its_tests_pass(client_env):
     assert r.returncode == 0, r.stdout + r.stderr
     r = _run([npm, "test"], client_env)  # TAP output when not on a terminal
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
-    assert "# pass 16" in r.stdout and "# fail 0" in r.stdout and "# skipped 0" in r.stdout, r.stdout[-3000:]
+    assert "# pass 17" in r.stdout and "# fail 0" in r.stdout and "# skipped 0" in r.stdout, r.stdout[-3000:]
     assert (VSCODE / "out" / "src" / "extension.js").is_file()
+
+
+def _ts_list(name: str) -> list[str]:
+    """The string list ``export const NAME = [...]`` of src/settings.ts."""
+    import re
+
+    text = (VSCODE / "src" / "settings.ts").read_text()
+    m = re.search(rf"export const {name}(?:: [^=]+)? = \[(.*?)\]", text, re.S)
+    assert m, f"no {name} in settings.ts"
+    return re.findall(r"'([^']*)'", m.group(1))
+
+
+def test_editor_settings_match_the_servers_engine_settings():
+    """Every speculation method and backend the server takes is offered (settings.ts and package.json), every
+    EngineConfig field is reachable (its own setting or the completer.engine object), and nothing else is."""
+    import dataclasses
+    import json
+
+    from completer.engine import config
+
+    fields = [f.name for f in dataclasses.fields(config.EngineConfig)]
+    assert _ts_list("SPECULATION") == list(config.SPECULATION)
+    assert _ts_list("VLLM_ONLY_SPECULATION") == list(config.VLLM_ONLY_SPECULATION)
+    assert _ts_list("BACKENDS") == list(config.BACKENDS)
+    assert sorted(_ts_list("ENGINE_FIELDS")) == sorted(fields)
+    props = json.loads((VSCODE / "package.json").read_text())["contributes"]["configuration"]["properties"]
+    assert props["completer.speculation"]["enum"] == list(config.SPECULATION)
+    assert props["completer.backend"]["enum"] == list(config.BACKENDS)
+    defaults = config.EngineConfig()
+    own = {"backend": "backend", "model": "model", "draft": "draft", "drafter": "drafter",
+           "speculation": "speculation", "numSpeculativeTokens": "num_speculative_tokens", "device": "device"}
+    for setting, field in own.items():                     # the editor's defaults are the server's
+        assert props[f"completer.{setting}"]["default"] == getattr(defaults, field), setting
+    engine_doc = props["completer.engine"]["markdownDescription"]
+    for field in set(fields) - set(own.values()):          # the rest documented under completer.engine
+        assert f"`{field}`" in engine_doc, field
 
 
 def test_extension_packages_as_vsix_offline(client_env):

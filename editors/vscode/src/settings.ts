@@ -1,8 +1,23 @@
 // VS Code settings (`completer.*`) -> the server command and its initializationOptions (lsp/config.py's shape:
 // {"engine": {...EngineConfig fields...}, "maxTokens": N, "debounceMs": N}). No `vscode` import: unit-tested in node.
 
-export const SPECULATION = ['none', 'draft', 'ngram', 'draft+ngram'] as const;
+// The server's engine settings (completer/engine/config.py; tests/editors/test_vscode.py checks these lists against it).
+export const SPECULATION = ['none', 'draft', 'ngram', 'draft+ngram', 'eagle3', 'ngram_gpu'] as const;
+export const VLLM_ONLY_SPECULATION = ['eagle3', 'ngram_gpu'];
 export const BACKENDS = ['torch', 'vllm'] as const;
+/** Every EngineConfig field. The ones with their own `completer.*` setting are ENGINE_SETTINGS' values; the rest
+ * (quantization, threads, tensor_parallel_size, ...) go in the `completer.engine` object, snake_case as the server
+ * takes them, and the server checks their values (an error names the setting). */
+export const ENGINE_FIELDS = [
+  'backend', 'model', 'draft', 'speculation', 'num_speculative_tokens', 'max_speculative_tokens', 'ngram_min',
+  'ngram_max', 'prefix_cache', 'device', 'dtype', 'tensor_parallel_size', 'gpu_memory_utilization', 'enforce_eager',
+  'load_format', 'drafter', 'draft_quantization', 'draft_tensor_parallel_size', 'threads', 'batch_decode',
+  'adaptive_threads', 'quantization',
+];
+export const ENGINE_SETTINGS: Record<string, string> = {
+  backend: 'backend', model: 'model', draft: 'draft', drafter: 'drafter', speculation: 'speculation',
+  numSpeculativeTokens: 'num_speculative_tokens', device: 'device',
+};
 
 /** Code languages (VS Code language ids) the provider runs on by default: not settings.json, Markdown or logs. */
 export const CODE_LANGUAGES = [
@@ -18,9 +33,11 @@ export interface CompleterSettings {
   backend: (typeof BACKENDS)[number];
   model: string;
   draft: string | null;
+  drafter: string | null;
   speculation: (typeof SPECULATION)[number];
   numSpeculativeTokens: number | 'adaptive';
   device: string;
+  engine: Record<string, unknown>;
   maxTokens: number;
   debounceMs: number;
   enable: boolean;
@@ -33,9 +50,11 @@ export const DEFAULTS: CompleterSettings = {
   backend: 'torch',
   model: 'house:target',
   draft: 'house:draft',
+  drafter: 'house:eagle3',
   speculation: 'draft',
   numSpeculativeTokens: 'adaptive',
   device: 'auto',
+  engine: {},
   maxTokens: 64,
   debounceMs: 30,
   enable: true,
@@ -47,9 +66,11 @@ export interface EngineOptions {
   backend: string;
   model: string;
   draft: string | null;
+  drafter?: string;
   speculation: string;
   num_speculative_tokens: number | 'adaptive';
   device: string;
+  [field: string]: unknown;   // the fields of `completer.engine`
 }
 
 export interface InitOptions {
@@ -66,8 +87,9 @@ export function readSettings(get: (key: string) => unknown): CompleterSettings {
   };
   const s: CompleterSettings = {
     serverCommand: pick('serverCommand'), languages: pick('languages'), completionList: pick('completionList'),
-    backend: pick('backend'), model: pick('model'), draft: pick('draft'),
+    backend: pick('backend'), model: pick('model'), draft: pick('draft'), drafter: pick('drafter'),
     speculation: pick('speculation'), numSpeculativeTokens: pick('numSpeculativeTokens'), device: pick('device'),
+    engine: pick('engine'),
     maxTokens: pick('maxTokens'), debounceMs: pick('debounceMs'), enable: pick('enable'),
   };
   const bad = (key: string, why: string, v: unknown) => new SettingsError(`completer.${key}: ${why}, got ${JSON.stringify(v)}`);
@@ -89,6 +111,28 @@ export function readSettings(get: (key: string) => unknown): CompleterSettings {
   }
   if (s.speculation.includes('draft') && !s.draft) {
     throw bad('draft', `speculation "${s.speculation}" needs a draft model`, s.draft);
+  }
+  if (VLLM_ONLY_SPECULATION.includes(s.speculation) && s.backend !== 'vllm') {
+    throw bad('speculation', `"${s.speculation}" needs completer.backend "vllm"; the embedded backend (torch) has ` +
+              'none, draft, ngram and draft+ngram', s.speculation);
+  }
+  if (s.drafter === '') s.drafter = null;
+  if (s.drafter !== null && typeof s.drafter !== 'string') {
+    throw bad('drafter', 'expected an EAGLE-3 drafter folder (completer train-drafter), house:eagle3, or null', s.drafter);
+  }
+  if (s.speculation === 'eagle3' && !s.drafter) {
+    throw bad('drafter', 'speculation "eagle3" needs a drafter (an EAGLE-3 folder from completer train-drafter)', s.drafter);
+  }
+  if (s.engine === null || typeof s.engine !== 'object' || Array.isArray(s.engine)) {
+    throw bad('engine', 'expected an object of further engine settings, e.g. {"quantization": "fp8"}', s.engine);
+  }
+  for (const key of Object.keys(s.engine)) {
+    const own = Object.entries(ENGINE_SETTINGS).find(([, field]) => field === key);
+    if (own) throw bad('engine', `"${key}" has its own setting: use completer.${own[0]}`, s.engine);
+    if (!ENGINE_FIELDS.includes(key)) {
+      throw bad('engine', `unknown engine setting "${key}"; known: ${ENGINE_FIELDS.filter(
+        (f) => !Object.values(ENGINE_SETTINGS).includes(f)).join(', ')}`, s.engine);
+    }
   }
   const k = s.numSpeculativeTokens;
   if (typeof k === 'string' && /^\d+$/.test(k)) s.numSpeculativeTokens = Number(k);
@@ -112,9 +156,12 @@ export function readSettings(get: (key: string) => unknown): CompleterSettings {
 export function toInitOptions(s: CompleterSettings): InitOptions {
   return {
     engine: {
+      ...s.engine,
       backend: s.backend,
       model: s.model,
       draft: s.draft,
+      // the drafter only where it is used (the server checks every model path it gets against its allowlist)
+      ...(s.speculation === 'eagle3' ? { drafter: s.drafter as string } : {}),
       speculation: s.speculation,
       num_speculative_tokens: s.numSpeculativeTokens,
       device: s.device,

@@ -42,7 +42,7 @@ test('--tcp names where to connect; --ws and a --tcp without a fixed port are re
 
 test('bad settings are refused with the setting named', () => {
   const cases: [Record<string, unknown>, RegExp][] = [
-    [{ speculation: 'fast' }, /completer\.speculation: expected one of none, draft, ngram, draft\+ngram/],
+    [{ speculation: 'fast' }, /completer\.speculation: expected one of none, draft, ngram, draft\+ngram, eagle3, ngram_gpu/],
     [{ numSpeculativeTokens: 0 }, /completer\.numSpeculativeTokens/],
     [{ numSpeculativeTokens: 33 }, /completer\.numSpeculativeTokens/],
     [{ numSpeculativeTokens: 2.5 }, /completer\.numSpeculativeTokens/],
@@ -61,6 +61,31 @@ test('bad settings are refused with the setting named', () => {
   }
   // Speculation without a draft is fine when it does not use one.
   assert.equal(toInitOptions(from({ draft: null, speculation: 'none' })).engine.draft, null);
+});
+
+test('vLLM speculation (eagle3 with its drafter, ngram_gpu) and the engine object reach the server', () => {
+  const e = toInitOptions(from({ backend: 'vllm', speculation: 'eagle3', drafter: '/d/eagle3', numSpeculativeTokens: 3,
+                                 engine: { quantization: 'fp8', draft_quantization: 'fp8', tensor_parallel_size: 2 } }));
+  assert.deepEqual(e.engine, { quantization: 'fp8', draft_quantization: 'fp8', tensor_parallel_size: 2, backend: 'vllm',
+                               model: 'house:target', draft: 'house:draft', drafter: '/d/eagle3', speculation: 'eagle3',
+                               num_speculative_tokens: 3, device: 'auto' });
+  assert.equal(toInitOptions(from({ backend: 'vllm', speculation: 'ngram_gpu' })).engine.speculation, 'ngram_gpu');
+  assert.equal(toInitOptions(from({ speculation: 'draft' })).engine.drafter, undefined);   // sent only for eagle3
+  assert.deepEqual(toInitOptions(from({ engine: { quantization: 'int8', threads: 1 } })).engine.threads, 1);
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ speculation: 'eagle3' }, /completer\.speculation: "eagle3" needs completer\.backend "vllm"/],
+    [{ speculation: 'ngram_gpu' }, /completer\.speculation: "ngram_gpu" needs completer\.backend "vllm"/],
+    [{ backend: 'vllm', speculation: 'eagle3', drafter: null }, /completer\.drafter: speculation "eagle3" needs a drafter/],
+    [{ drafter: 3 }, /completer\.drafter: expected an EAGLE-3 drafter folder/],
+    [{ engine: [] }, /completer\.engine: expected an object/],
+    [{ engine: { quantisation: 'int8' } }, /completer\.engine: unknown engine setting "quantisation"; known: .*quantization/],
+    [{ engine: { model: 'x' } }, /completer\.engine: "model" has its own setting: use completer\.model/],
+    [{ engine: { num_speculative_tokens: 2 } }, /use completer\.numSpeculativeTokens/],
+  ];
+  for (const [values, message] of cases) {
+    assert.throws(() => from(values), (err: unknown) => err instanceof SettingsError && message.test((err as Error).message),
+                  JSON.stringify(values));
+  }
 });
 
 test('only a new server command, language list or completion-list choice needs a restart', () => {
