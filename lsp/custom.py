@@ -1,7 +1,8 @@
 """The server's own requests, for tests, benchmarks and editors:
 
 - ``completer/stats`` -> the lifecycle's counters, the engine's counters, documents, settings (``server.stats``);
-- ``completer/health`` -> ``{"ok", "engineReady", "engineError"}``;
+- ``completer/health`` -> ``{"ok", "engineReady", "engineError", "engineLoadingS"}`` (seconds the engine has been
+  starting, null when it is not starting);
 - ``completer/prompt`` ``{textDocument: {uri}, position}`` -> the prompt plan the engine would get there (prompt,
   mode, stop, context, snippets, language, template, promptTokens, maxTokens, indent); no engine request.
 """
@@ -34,7 +35,7 @@ def stats(ls, params: Any) -> dict:
 
 def health(ls, params: Any) -> dict:
     return {"ok": ls.engine_host.error is None, "engineReady": ls.engine_host.ready,
-            "engineError": ls.engine_host.error}
+            "engineError": ls.engine_host.error, "engineLoadingS": ls.engine_host.loading_s}
 
 
 async def prompt(ls, params: Any) -> dict:

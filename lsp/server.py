@@ -40,7 +40,7 @@ from completer.engine.supervisor import supervised
 from . import client_errors, completion, custom, inline, metrics, security, session, sync, transports
 from .config import ConfigError, ServerConfig
 from .documents import DocumentError, DocumentStore, Snapshot
-from .engine_host import EngineHost, EngineUnavailable
+from .engine_host import LOADING_WAIT_S, EngineHost, EngineUnavailable
 from .custom import REQUEST_FAILED
 from .lifecycle import Completion, Lifecycle
 
@@ -216,6 +216,7 @@ class CompleterServer(LanguageServer):
             "engine": engine.counters() if engine is not None else None,
             "engineReady": engine is not None,
             "engineError": self.engine_host.error,
+            "engineLoadingS": self.engine_host.loading_s,
             "documents": len(self.documents),
             "positionEncoding": self.documents.encoding,
             "inbox": dataclasses.asdict(self.inbox.stats) if self.inbox is not None else None,
@@ -275,6 +276,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
     security.add_arguments(ap)
     metrics.add_arguments(ap)
+    ap.add_argument("--engine-loading-wait", type=float, default=LOADING_WAIT_S, metavar="S",
+                    help="how long a completion request waits for an engine that is starting or restarting before "
+                         "it is answered 'engine loading' (default %(default)g s; the start itself may take up to "
+                         "the engineStartTimeoutS setting)")
     ap.add_argument("--fault-after-steps", type=int, default=None, metavar="N",
                     help="testing only: the first engine fails inside its model step from step N on (the supervisor "
                          "then errors the requests in flight and restarts it)")
@@ -290,7 +295,8 @@ def main(argv: list[str] | None = None) -> None:
     transport = "tcp" if args.tcp else "ws" if args.ws else "stdio"
     policy = security.Policy.from_args(args, transport)
     # restarts a failed engine (completer.engine.supervisor); --fault-after-steps is its test hook
-    host = EngineHost(supervised(fault_after_steps=args.fault_after_steps))
+    host = EngineHost(supervised(fault_after_steps=args.fault_after_steps, restart_wait_s=args.engine_loading_wait),
+                      loading_wait_s=args.engine_loading_wait)
     # SIGTERM (systemd, docker stop, an editor ending the server) takes SIGINT's path: asyncio cancels the serving
     # task, whose finally closes the engine — with vLLM that ends its engine-core process, which otherwise outlives
     # the server (parent 1) holding GPU memory

@@ -12,8 +12,12 @@
   restarting"), and then
 - restarts: closes the failed engine and builds a new one from the same :class:`EngineConfig`, after a backoff that
   doubles with each consecutive failure (``backoff_s`` .. ``max_backoff_s``; reset by the first request that
-  completes on the new engine). Requests that arrive meanwhile wait for the new engine (up to ``restart_wait_s``);
+  completes on the new engine). Requests that arrive meanwhile wait for the new engine at most ``restart_wait_s``
+  (10 s; a vLLM engine takes 50-120 s to come back) and are then answered "engine restarting ... s so far" at once;
 - replaces lone surrogates in text prompts (JSON allows them; a UTF-8 tokenizer does not) with U+FFFD;
+- knows the backend's own limits from the engine itself (``max_model_len``, ``n_vocab``: the embedded engine's model
+  config, vLLM's ``model_config`` read at its start), re-read from each rebuilt engine; each engine checks a prompt
+  against them (``base.check_prompt``), so an over-long prompt is that request's refusal, never a restart;
 - counts all of it in ``counters()["supervisor"]`` (restarts, failures, refused and shed requests, requests in
   flight), next to the current engine's own counters.
 
@@ -81,7 +85,7 @@ class _Flight:
 class SupervisedEngine:
     def __init__(self, config: EngineConfig, factory: Callable[[EngineConfig], Engine] | None = None, *,
                  max_prompt_tokens: int | None = None, max_new_tokens: int = 4096, max_inflight: int | None = 64,
-                 backoff_s: float = 0.25, max_backoff_s: float = 30.0, restart_wait_s: float = 60.0,
+                 backoff_s: float = 0.25, max_backoff_s: float = 30.0, restart_wait_s: float = 10.0,
                  engine: Engine | None = None, fault_after_steps: int | None = None):
         if factory is None:
             from . import create_engine
@@ -101,6 +105,7 @@ class SupervisedEngine:
         self._flights: dict[str, _Flight] = {}
         self._consecutive = 0
         self._restart: asyncio.Task | None = None
+        self._restart_began = 0.0                            # monotonic time of the last failure
         self._closed = False
 
     # --- Engine protocol ----------------------------------------------------------------------------------
@@ -163,7 +168,20 @@ class SupervisedEngine:
         self._stats.inflight = len(self._flights)
         self._stats.restarting = self._restart is not None and not self._restart.done()
         c["supervisor"] = asdict(self._stats)
+        c["supervisor"]["limits"] = {"max_model_len": self.max_model_len, "n_vocab": self.n_vocab,
+                                     "max_prompt_tokens": self.max_prompt_tokens,
+                                     "max_new_tokens": self.max_new_tokens, "max_inflight": self.max_inflight}
         return c
+
+    @property
+    def max_model_len(self) -> int | None:
+        """Positions (prompt + new tokens) the current engine's model takes: the backend's own limit."""
+        return getattr(self.inner, "max_model_len", None)
+
+    @property
+    def n_vocab(self) -> int | None:
+        """Token ids the current engine accepts (``0..n_vocab-1``)."""
+        return getattr(self.inner, "n_vocab", None)
 
     @property
     def prompt_template(self) -> str:
@@ -210,6 +228,7 @@ class SupervisedEngine:
             return
         msg = f"engine failed: {type(error).__name__}: {error}; restarting it"
         log.error("%s", msg)
+        self._restart_began = time.monotonic()
         self._stats.engine_failures += 1
         self._stats.last_failure = f"{type(error).__name__}: {error}"
         self._consecutive += 1
@@ -256,8 +275,8 @@ class SupervisedEngine:
             try:
                 await asyncio.wait_for(asyncio.shield(task), self.restart_wait_s)
             except asyncio.TimeoutError:
-                raise EngineError(f"engine is restarting after a failure ({self._stats.last_failure}); "
-                                  f"not back after {self.restart_wait_s:g} s") from None
+                raise EngineError(f"engine restarting after a failure ({self._stats.last_failure}): "
+                                  f"{time.monotonic() - self._restart_began:.0f} s so far; try again") from None
         if self._closed:
             raise EngineError("engine is closed")
         return self.inner

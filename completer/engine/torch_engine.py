@@ -92,6 +92,7 @@ class TorchEngine:
         self.target = LlamaForCausalLM.from_pretrained(self.model_path, self.device, self.dtype)
         vocab = self.tokenizer.get_vocab_size(with_added_tokens=True)
         self.n_vocab = min(vocab, self.target.config.vocab_size)
+        self.max_model_len = self.target.config.max_position_embeddings   # the backend's limits, as VLLMEngine's
         self.draft: LlamaForCausalLM | None = None
         if "draft" in config.speculation:
             try:

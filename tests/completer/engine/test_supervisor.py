@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from completer.engine import EngineConfig, EngineError, Request
+from completer.engine.base import RequestError
 from completer.engine.supervisor import SupervisedEngine, inject_step_fault
 
 PROMPT = "def add(a, b):\n    return"
@@ -97,9 +98,15 @@ async def test_limits_are_clear_errors_and_do_not_restart(supervised):
 
 async def test_context_limit_and_load_shedding(supervised):
     s = supervised(max_inflight=2)
-    ctx = s.inner.target.config.max_position_embeddings
-    with pytest.raises(EngineError, match="exceeds the model's context"):
+    ctx, n_vocab = s.max_model_len, s.n_vocab             # the engine's own limits, as vLLM's are read from vLLM
+    assert s.counters()["supervisor"]["limits"]["max_model_len"] == ctx > 0
+    with pytest.raises(RequestError, match=f"exceeds the model's context of {ctx} positions"):
         await run(s, "ctx", prompt=list(range(1, 50)) * (ctx // 49 + 1))
+    with pytest.raises(RequestError, match=f"out of range 0..{n_vocab - 1}"):
+        await run(s, "vocab", prompt=[1, n_vocab])
+    assert (await run(s, "fits", prompt=[1] * (ctx - 12)))[1] in ("stop", "length")   # at the limit: served
+    sup = s.counters()["supervisor"]
+    assert sup["engine_failures"] == 0 and sup["restarts"] == 0 and sup["requests_refused"] == 2
     gens = [s.generate(Request(f"g{i}", PROMPT, max_new_tokens=200)) for i in range(2)]
     firsts = [await g.__anext__() for g in gens]          # two requests running
     assert not any(f.finished for f in firsts)           # greedy, deterministic: both still running
