@@ -6,8 +6,8 @@ names). Example with the defaults::
     {"engine": {"backend": "torch", "model": "house:target", "draft": "house:draft", "speculation": "draft", ...},
      "maxTokens": 64, "debounceMs": 30, "contextBudgetTokens": 1024, "cancelStaleRequests": true,
      "typeThroughCache": true, "template": "auto", "maxDocumentChars": 2000000, "maxPromptTokens": 4096,
-     "engineStartTimeoutS": 300, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": false,
-     "debounceMinMs": 0, "debounceMaxMs": 80}
+     "engineStartTimeoutS": 120, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": false,
+     "debounceMinMs": 0, "debounceMaxMs": 80, "answerBoundMs": 1000}
 
 Bad options in ``initialize`` are answered with an ``initialize`` error (-32602, InvalidParams) whose message names
 the bad field; the server keeps running and the client may ``initialize`` again. Bad options in
@@ -69,14 +69,14 @@ class ServerConfig:
     template: str = "auto"                # FIM template name for completer.context ("auto" = by model family)
     max_document_chars: int = 2_000_000   # larger documents are refused with a clear error
     max_prompt_tokens: int = 4096         # hard cap on the prompt, whatever the context budget says
-    engine_start_timeout_s: float = 300.0  # how long the engine may take to start (vLLM cold start: 50-120 s); a
-                                           # request waits at most --engine-loading-wait, then gets "engine loading"
+    engine_start_timeout_s: float = 120.0  # how long a request waits for the engine to finish loading
     reuse_in_flight: bool = True          # a keystroke that types what the running request writes is answered by it
     early_answer: bool = False            # answer at the end of the first line; the block finishes in the background
     adaptive_debounce: bool = False       # debounce learned from the client's typing rhythm (else debounceMs)
     debounce_min_ms: float = 0.0          # bounds of the adaptive debounce
     debounce_max_ms: float = 80.0
     token_healing: bool = True            # prompt backed up to a token boundary at the cursor (completer.healing)
+    answer_bound_ms: float = 1000.0       # refuse ("server busy") what cannot be answered within this; 0 = never
 
     # JSON name -> (field name, validator)
     _KEYS = {
@@ -95,6 +95,7 @@ class ServerConfig:
         "debounceMinMs": ("debounce_min_ms", lambda n, v: _number(n, v, 0, 10_000)),
         "debounceMaxMs": ("debounce_max_ms", lambda n, v: _number(n, v, 0, 10_000)),
         "tokenHealing": ("token_healing", _bool),
+        "answerBoundMs": ("answer_bound_ms", lambda n, v: _number(n, v, 0, 3_600_000)),
     }
 
     def updated(self, options: Any, where: str = "initializationOptions") -> "ServerConfig":

@@ -73,3 +73,42 @@ class Flight:
         """An edit made the document ``text``: True when this flight can no longer serve it."""
         typed = self.typed(text)
         return typed is None or self.follow(typed, early=False)[0] == DIVERGED
+
+
+class Load:
+    """The engine requests in flight in this process (every connection's, they share one engine) and what a new one
+    is likely to cost, for admission: a request whose answer cannot come within the bound is refused ("busy") at
+    once instead of queueing behind the others (issue 13: answered, refused or superseded within 1 s).
+
+    The engine steps its requests in turn (or together, batched), so a request's time grows with how many run beside
+    it. ``slot_s`` is an exponential average of a finished request's time divided by how many were running when it
+    started (itself included): the predicted time of a new request is ``slot_s * (running + 1)``. Measured on the
+    serving path itself, so batching, speculation and the machine's load are in it."""
+
+    ALPHA = 0.2                      # weight of the newest measurement in slot_s
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.slot_s: float | None = None
+
+    def started(self) -> int:
+        """A flight starts; returns how many are running with it (the concurrency it starts at)."""
+        self.running += 1
+        return self.running
+
+    def ended(self, seconds: float | None, concurrency: int) -> None:
+        """A flight ends; ``seconds`` is its time to finish (None: aborted or failed, no measurement)."""
+        self.running = max(0, self.running - 1)
+        if seconds is not None and concurrency > 0:
+            per = seconds / concurrency
+            self.slot_s = per if self.slot_s is None else (1 - self.ALPHA) * self.slot_s + self.ALPHA * per
+
+    def predicted_s(self) -> float | None:
+        """Time a flight started now would take (None before any measurement)."""
+        return None if self.slot_s is None else self.slot_s * (self.running + 1)
+
+    def admits(self, bound_s: float) -> bool:
+        """Whether a new flight's answer is predicted within ``bound_s`` (always when nothing else is running, or
+        nothing is measured yet: the first request of a process is how it learns)."""
+        p = self.predicted_s()
+        return self.running == 0 or p is None or p <= bound_s

@@ -16,7 +16,11 @@ The completion itself is ``completer.pipeline`` (plan -> engine request -> post-
   ``adaptiveDebounce`` a wait learned from this client's typing rhythm (:mod:`lsp.rhythm`); none on a cache hit or
   a reuse;
 - typing through ghost text: when the text before the cursor is the text the last finished completion was made
-  after plus a prefix of it, and the text after the cursor is unchanged, the rest is answered at once.
+  after plus a prefix of it, and the text after the cursor is unchanged, the rest is answered at once;
+- with ``answerBoundMs`` (default 1000), a request whose answer cannot come within that bound is refused with -32803
+  "server busy" rather than queued: at once when a new engine request is predicted to take longer (every
+  connection's engine requests share one engine: :class:`lsp.flight.Load`), and at the bound when the answer has
+  not come by then (the engine request is then left to the next keystroke for a short grace, as a cancelled one).
 
 With ``cancelStaleRequests: false`` every request runs its own engine request to the end (as naive servers do), for
 benchmarks.
@@ -28,6 +32,7 @@ import asyncio
 import itertools
 import logging
 import time
+import weakref
 from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
@@ -38,7 +43,7 @@ from completer.context.syntax import Trees
 from .config import ServerConfig
 from .documents import Snapshot
 from .engine_host import EngineHost, EngineUnavailable
-from .flight import ANSWER, DIVERGED, Flight
+from .flight import ANSWER, DIVERGED, Flight, Load
 from .rhythm import Rhythm
 
 log = logging.getLogger(__name__)
@@ -48,6 +53,12 @@ _REQUEST_IDS = itertools.count(1)
 # a flight whose waiting request was cancelled ($/cancelRequest, or superseded) is kept this long for the next
 # keystroke's request to reuse; aborted then if none did (editors send the cancel before the edit that follows)
 ORPHAN_GRACE_S = 0.25
+# the engine requests in flight per engine host (one per process; every connection's Lifecycle shares it)
+_LOADS: "weakref.WeakKeyDictionary[EngineHost, Load]" = weakref.WeakKeyDictionary()
+
+
+class Busy(EngineUnavailable):
+    """The answer cannot come within ``answerBoundMs``: refused ("server busy", -32803) instead of queued."""
 
 
 @dataclass
@@ -69,6 +80,9 @@ class ServerStats:
     early_answers: int = 0           # answered at the end of the first line, before the engine request finished
     background_finished: int = 0     # engine requests that finished after their answer (into the type-through cache)
     flights_diverged: int = 0        # engine requests aborted because the document no longer matched them
+    refused_busy: int = 0            # refused at once: a new engine request was predicted over answerBoundMs
+    busy_at_bound: int = 0           # answered "busy" at answerBoundMs: the answer had not come by then
+    predicted_ms: float | None = None         # predicted time of the last new engine request (lsp.flight.Load)
     debounce_ms: float | None = None          # the wait before the last new engine request
     typing_interval_ms: float | None = None   # median interval between this client's recent edits
 
@@ -118,6 +132,7 @@ class Lifecycle:
         self._shown: dict[str, _Shown] = {}
         self._flights: dict[str, Flight] = {}
         self._rhythm = Rhythm()                 # one client per Lifecycle: its typing rhythm over all documents
+        self.load = _LOADS.setdefault(host, Load())
 
     # --- called by document sync and lifecycle events ---------------------------------------------------
     def supersede(self, uri: str, keep: asyncio.Task | None = None) -> int:
@@ -177,7 +192,7 @@ class Lifecycle:
             elif not cfg.cancel_stale_requests:
                 result = Completion(await self._run_to_end(snap, offset, others, cfg, trees), offset)
             else:
-                result = await self._from_flight(snap, offset, others, cfg, trees)
+                result = await self._from_flight(snap, offset, others, cfg, trees, t0)
             if result.text:
                 self.stats.completions_served += 1
             else:
@@ -192,7 +207,8 @@ class Lifecycle:
             raise
         except Exception as e:
             self.stats.errors += 1
-            self._observe("refused" if isinstance(e, EngineUnavailable) else "error", t0)
+            self._observe("busy" if isinstance(e, Busy) else "refused" if isinstance(e, EngineUnavailable)
+                          else "error", t0)
             raise
         finally:
             tasks = self._inflight.get(snap.uri)
@@ -202,50 +218,70 @@ class Lifecycle:
                     del self._inflight[snap.uri]
 
     async def _from_flight(self, snap: Snapshot, offset: int, others: Sequence[Snapshot], cfg: ServerConfig,
-                           trees: Trees | None) -> Completion:
-        """Answer from the document's flight when the user typed what it writes; else debounce, start a new one."""
+                           trees: Trees | None, t0: float) -> Completion:
+        """Answer from the document's flight when the user typed what it writes; else debounce, start a new one.
+        ``t0``: when the request came (``answerBoundMs`` counts from it)."""
+        bound_s = cfg.answer_bound_ms / 1000 if cfg.answer_bound_ms else None
+        deadline = None if bound_s is None else t0 + bound_s
         flight = self._flights.get(snap.uri)
         if flight is not None and cfg.reuse_in_flight:
             typed = flight.typed(snap.text, offset)
             if typed is not None:
-                text = await self._wait(flight, typed, cfg)
+                text = await self._wait(flight, typed, cfg, deadline)
                 if text is not None:
                     self.stats.reuses += 1
                     return Completion(text, offset, reused=True, early=not flight.gen.finished)
         if flight is not None and self._flights.get(snap.uri) is flight:
             self.stats.flights_diverged += cfg.reuse_in_flight
             self._abort_flight(snap.uri)
-        wait_ms = (self._rhythm.debounce_ms(cfg.debounce_ms, cfg.debounce_min_ms, cfg.debounce_max_ms)
+        predicted = self.load.predicted_s()
+        wait_ms = (self._rhythm.debounce_ms(cfg.debounce_ms, cfg.debounce_min_ms, cfg.debounce_max_ms,
+                                            None if predicted is None else predicted * 1000)
                    if cfg.adaptive_debounce else cfg.debounce_ms)
         self.stats.debounce_ms = wait_ms
         self.stats.typing_interval_ms = self._rhythm.median_ms()
         if wait_ms > 0:
             await asyncio.sleep(wait_ms / 1000)
-        flight = await self._start(snap, offset, others, cfg, trees)
-        text = await self._wait(flight, "", cfg)
+        predicted = self.load.predicted_s()
+        self.stats.predicted_ms = None if predicted is None else predicted * 1000
+        if bound_s is not None and not self.load.admits(bound_s - (time.perf_counter() - t0)):
+            self.stats.refused_busy += 1
+            raise Busy(f"server busy: {self.load.running} completions are running and a new one would take about "
+                       f"{predicted * 1000:.0f} ms, over answerBoundMs {cfg.answer_bound_ms:g}; not started "
+                       f"(ask again)")
+        flight, waited = await self._start(snap, offset, others, cfg, trees)
+        text = await self._wait(flight, "", cfg, None if deadline is None else deadline + waited)
         if text is None:                   # the engine aborted it (restart, close) or it failed
             if flight.gen.error is not None:
                 raise flight.gen.error
             raise asyncio.CancelledError(f"engine aborted {flight.gen.request.request_id}")
         return Completion(text, offset, early=not flight.gen.finished)
 
-    async def _wait(self, flight: Flight, typed: str, cfg: ServerConfig) -> str | None:
+    async def _wait(self, flight: Flight, typed: str, cfg: ServerConfig, deadline: float | None = None) -> str | None:
         """The ghost text ``flight`` has for the user's ``typed`` text, waiting for more output as needed; None when
-        it diverged, failed or was aborted. Cancelled while waiting: the flight is left to the next keystroke for a
-        short grace (``reuseInFlight``), or aborted at once."""
+        it diverged, failed or was aborted. Cancelled while waiting, or past ``deadline`` (then :class:`Busy`): the
+        flight is left to the next keystroke for a short grace (``reuseInFlight``), or aborted at once."""
         flight.waiters += 1
         try:
-            while True:
-                verdict, text = flight.follow(typed, cfg.early_answer)
-                if verdict == ANSWER:
-                    flight.answered += 1
-                    if not flight.gen.finished:
-                        flight.answered_early = True
-                        self.stats.early_answers += 1
-                    return text
-                if verdict == DIVERGED:
-                    return None
-                await flight.gen.changed()
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation that arrives as the
+            # awaited chunk does (the superseded request would then answer)
+            async with asyncio.timeout(None if deadline is None else max(0.0, deadline - time.perf_counter())):
+                while True:
+                    verdict, text = flight.follow(typed, cfg.early_answer)
+                    if verdict == ANSWER:
+                        flight.answered += 1
+                        if not flight.gen.finished:
+                            flight.answered_early = True
+                            self.stats.early_answers += 1
+                        return text
+                    if verdict == DIVERGED:
+                        return None
+                    await flight.gen.changed()
+        except TimeoutError:
+            self.stats.busy_at_bound += 1
+            self._orphaned(flight, cfg)
+            raise Busy(f"server busy: no answer within answerBoundMs {cfg.answer_bound_ms:g} "
+                       f"({self.load.running} completions running; ask again)") from None
         except asyncio.CancelledError:
             self._orphaned(flight, cfg)
             raise
@@ -268,8 +304,11 @@ class Lifecycle:
         asyncio.get_running_loop().call_later(ORPHAN_GRACE_S, check)
 
     async def _start(self, snap: Snapshot, offset: int, others: Sequence[Snapshot], cfg: ServerConfig,
-                     trees: Trees | None) -> Flight:
+                     trees: Trees | None) -> tuple[Flight, float]:
+        """A new flight, and the seconds spent waiting for the engine to load (not the engine's answer time)."""
+        t = time.perf_counter()
         engine = await self.host.get(cfg.engine_start_timeout_s)
+        waited = time.perf_counter() - t
         settings = cfg.settings()
         plan = pipeline.plan(source(snap), offset, engine, settings, [source(o) for o in others], trees)
         gen = pipeline.Generation(engine, plan, f"{snap.uri}@{snap.version}#{next(_REQUEST_IDS)}", settings,
@@ -278,9 +317,15 @@ class Lifecycle:
         self._abort_flight(snap.uri)       # one flight per document: the bound on background work
         self._flights[snap.uri] = flight
         self.stats.engine_requests += 1
+        concurrency = self.load.started()
         flight.task = asyncio.get_running_loop().create_task(self._fly(snap.uri, flight),
                                                              name=f"flight {gen.request.request_id}")
-        return flight
+
+        def landed(_task: asyncio.Task) -> None:   # however it ended, even cancelled before it ever ran
+            self.load.ended(gen.ended - gen.started if gen.finished and gen.ended is not None else None, concurrency)
+
+        flight.task.add_done_callback(landed)
+        return flight, waited
 
     async def _fly(self, uri: str, flight: Flight) -> None:
         """Run the flight's engine request to its end; its full ghost text then feeds the type-through cache."""
@@ -343,4 +388,5 @@ class Lifecycle:
         d = asdict(self.stats)
         d["inflight"] = self.inflight()
         d["flights"] = len(self._flights)
+        d["flights_in_process"] = self.load.running     # every connection's (they share the engine)
         return d

@@ -8,6 +8,13 @@ made most answers arrive after the next key in bench.replay: the engine's own ~1
 than ``PAUSE_MS`` are pauses, not rhythm, and are left out.
 Until ``MIN_SAMPLES`` intervals are known the configured ``debounceMs`` applies. (Tabby learns its debounce from
 keystroke intervals the same way.)
+
+When the engine's answer time is known (``engine_ms``: what a new engine request is predicted to take now, see
+:class:`lsp.flight.Load`), the wait is instead the shortest one after which an engine request started would be
+superseded by the next keystroke before it answers in at most ``RISK`` of the cases, judged on this typist's recent
+gaps (pauses included): on a quiet machine that answers in ~35 ms this is no wait at all, since a debounce then only
+delays every answer; when answers take longer than the typist's bursts, the wait skips the keystrokes that would be
+superseded anyway (their engine tokens would be wasted).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ FRACTION = 0.5           # ... of which the wait is this part
 PAUSE_MS = 1000.0        # a longer gap between two edits is a pause, not part of the rhythm
 WINDOW = 64              # intervals remembered (the most recent ones)
 MIN_SAMPLES = 8
+RISK = 0.25              # with engine_ms: accepted share of engine requests superseded before their answer
 
 
 class Rhythm:
@@ -31,6 +39,7 @@ class Rhythm:
         self._clock = clock
         self._last: float | None = None
         self.intervals: deque[float] = deque(maxlen=WINDOW)
+        self.gaps: deque[float] = deque(maxlen=WINDOW)       # the same with pauses (as PAUSE_MS + 1)
 
     def keystroke(self) -> None:
         now = self._clock()
@@ -38,14 +47,32 @@ class Rhythm:
             gap = (now - self._last) * 1000
             if gap <= PAUSE_MS:
                 self.intervals.append(gap)
+            self.gaps.append(min(gap, PAUSE_MS + 1))
         self._last = now
 
-    def debounce_ms(self, fallback: float, lo: float, hi: float) -> float:
+    def debounce_ms(self, fallback: float, lo: float, hi: float, engine_ms: float | None = None) -> float:
         """The wait before a new engine request: learned from the rhythm once known, else ``fallback``; within
-        ``lo..hi``."""
+        ``lo..hi``. With ``engine_ms``, the shortest wait whose engine request is superseded before it answers in at
+        most ``RISK`` of the recent gaps (``hi`` when none is)."""
+        if engine_ms is not None and len(self.gaps) >= MIN_SAMPLES:
+            return min(hi, max(lo, superseded_wait(self.gaps, engine_ms, hi)))
         learned = (FRACTION * percentile(self.intervals, PERCENTILE) if len(self.intervals) >= MIN_SAMPLES
                    else None)
         return min(hi, max(lo, fallback if learned is None else learned))
 
     def median_ms(self) -> float | None:
         return percentile(self.intervals, 50)
+
+
+def superseded_wait(gaps, engine_ms: float, hi: float) -> float:
+    """The shortest wait ``w`` (0, or one of ``gaps`` below ``hi``) such that of the gaps longer than ``w`` (the
+    keystrokes a request started after ``w`` is made for) at most ``RISK`` end before ``w + engine_ms`` (the
+    request's answer); ``hi`` if there is none."""
+    g = sorted(gaps)
+    for w in [0.0] + [x for x in g if x < hi]:
+        longer = [x for x in g if x > w]
+        if not longer:
+            return w
+        if sum(1 for x in longer if x < w + engine_ms) <= RISK * len(longer):
+            return w
+    return hi

@@ -264,3 +264,74 @@ async def test_adaptive_debounce_is_reported_and_skipped_on_reuse():
     assert lc.stats.debounce_ms == 5                             # no rhythm yet: debounceMs
     stats = lc.snapshot_stats()
     assert {"reuses", "early_answers", "debounce_ms", "typing_interval_ms"} <= set(stats)
+
+
+def test_rhythm_with_the_engine_time_waits_only_when_requests_would_be_superseded():
+    from lsp.rhythm import RISK, superseded_wait
+
+    burst = [100.0] * 12 + [1001.0] * 4          # a typist: 100 ms between keys, a pause after every 12th
+    assert superseded_wait(burst, engine_ms=35, hi=80) == 0        # answers before the next key: no wait
+    # answers take 150 ms: a request started at once is superseded on every burst key (12 of 16 > RISK) and so is
+    # one started after any wait below the burst's 100 ms; waiting through the burst gap leaves the pauses
+    assert RISK < 12 / 16
+    assert superseded_wait(burst, engine_ms=150, hi=80) == 80      # no wait below the bound helps: the bound
+    assert superseded_wait(burst, engine_ms=150, hi=500) == 100
+    assert superseded_wait([1001.0] * 8, engine_ms=500, hi=80) == 0   # only pauses: never superseded
+
+
+def test_load_predicts_from_measured_time_per_concurrent_request():
+    from lsp.flight import Load
+
+    load = Load()
+    assert load.admits(1.0) and load.predicted_s() is None         # nothing measured: learns from the first
+    c = load.started()
+    load.ended(0.2, c)                                             # alone: 200 ms
+    assert load.running == 0 and load.predicted_s() == pytest.approx(0.2)
+    for _ in range(3):
+        load.started()
+    assert load.predicted_s() == pytest.approx(0.8)                # three running + the new one
+    assert load.admits(1.0) and not load.admits(0.5)
+    load.ended(None, 3)                                            # aborted: no measurement, one fewer running
+    assert load.running == 2 and load.slot_s == pytest.approx(0.2)
+
+
+async def test_no_answer_within_the_bound_is_busy_and_the_flight_is_left_for_the_next_key():
+    from lsp.lifecycle import Busy
+
+    lc, host, engine, cfg = make(step_s=0.2, answerBoundMs=20)    # the answer needs 13 steps of 200 ms
+    host.start(cfg.engine)
+    with pytest.raises(Busy, match="answerBoundMs 20"):
+        await lc.complete(Snapshot("u", "x = ", 1), 4)
+    assert lc.stats.busy_at_bound == 1 and lc.stats.errors == 1 and "u" in lc._flights   # kept for a grace
+    await wait_for(lambda: "u" not in lc._flights)                 # nobody took it up: aborted
+    await wait_for(lambda: lc.load.running == 0)
+    assert lc.stats.engine_aborts == 1
+
+
+async def test_a_request_predicted_over_the_bound_is_refused_at_once_without_an_engine_request():
+    from lsp.lifecycle import Busy
+
+    lc, host, engine, cfg = make(step_s=0.05, answerBoundMs=1000)
+    host.start(cfg.engine)
+    other = asyncio.ensure_future(lc.complete(Snapshot("a", "x = ", 1), 4))
+    await wait_for(lambda: lc.load.running == 1)
+    lc.load.slot_s = 0.6                         # measured: 600 ms per concurrent request -> 1.2 s with two
+    with pytest.raises(Busy, match="server busy: 1 completions are running"):
+        await lc.complete(Snapshot("b", "y = ", 1), 4)
+    assert lc.stats.refused_busy == 1 and lc.stats.engine_requests == 1
+    other.cancel()
+    await wait_for(lambda: lc.load.running == 0)  # the aborted flight is counted off too
+
+
+async def test_load_is_shared_by_the_connections_of_one_engine_host_and_counts_flights_cancelled_early():
+    lc, host, engine, cfg = make(step_s=0.05)
+    lc2 = Lifecycle(host, lambda: cfg)
+    assert lc2.load is lc.load
+    host.start(cfg.engine)
+    t = asyncio.ensure_future(lc.complete(Snapshot("a", "x = ", 1), 4))
+    await wait_for(lambda: lc.load.running == 1)
+    lc.document_closed("a")                      # the flight's task is cancelled (at once, maybe before it ran)
+    with pytest.raises(asyncio.CancelledError):
+        await t
+    await wait_for(lambda: lc.load.running == 0)
+    assert lc.snapshot_stats()["flights_in_process"] == 0
