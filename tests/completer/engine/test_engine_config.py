@@ -95,3 +95,22 @@ def test_lsp_engine_settings_refuse_them_by_name():
         EngineConfig.from_dict({"backend": "torch", "tensor_parallel_size": 2})
     with pytest.raises(ValueError, match="quantization='int8' is not a vLLM quantization method"):
         EngineConfig.from_dict({"backend": "vllm", "quantization": "int8"})
+
+
+def test_the_readme_example_of_a_quantised_target_with_a_draft_is_accepted_as_written():
+    """README "Real models": the JSON a user pastes gives the vLLM arguments it promises (fp8 target and draft, the
+    target on 2 GPUs, the draft whole on each)."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    section = readme[readme.index("### Real models"):readme.index("### What quality to expect")]
+    blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", section, re.S)]
+    quantised = [b["engine"] for b in blocks if b.get("engine", {}).get("quantization")]
+    assert quantised, "no quantised example in README's Real models section"
+    for engine in quantised:
+        cfg = EngineConfig.from_dict(engine)
+        kw = engine_kwargs(cfg, cfg.model, cfg.draft)
+        assert kw["quantization"] == "fp8" and kw["tensor_parallel_size"] == 2
+        assert kw["speculative_config"] == {"method": "draft_model", "model": cfg.draft, "num_speculative_tokens": 4,
+                                            "quantization": "fp8", "draft_tensor_parallel_size": 1}
