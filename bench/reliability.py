@@ -45,6 +45,11 @@ from completer.stats import nearest_rank as pct
 ROOT = Path(__file__).resolve().parents[1]
 CONTEXT_BUDGET = 384          # prompt tokens: fits the tiny fallback model's 512 positions with room to generate
 HELD_OUT = "shlex.py"          # standard-library file the typing is synthesized from (not in any training set here)
+LOAD_OPTIONS: dict = {}        # --option KEY=JSON: server settings for the load clients (the server's defaults else)
+
+
+def load_settings() -> dict:
+    return {"maxTokens": 16, "contextBudgetTokens": CONTEXT_BUDGET, **LOAD_OPTIONS}
 
 
 # --- engine ---------------------------------------------------------------------------------------------------
@@ -96,7 +101,7 @@ def position_of(text: str) -> tuple[int, int]:
 async def typing_client(i: int, url: str, opts: dict, source: str, until: float, res: dict, pauses: bool) -> None:
     rng = random.Random(i)
     c = await open_ws(url)
-    r = await c.initialize(opts, maxTokens=16, contextBudgetTokens=CONTEXT_BUDGET)
+    r = await c.initialize(opts, **load_settings())
     if "result" not in r:
         res["init_errors"].append(r)
         return
@@ -151,7 +156,7 @@ async def trace_client(i: int, url: str, opts: dict, traces: list, until: float,
     rng = random.Random(i)
     name, trace = traces[i % len(traces)]
     c = await open_ws(url)
-    r = await c.initialize(opts, maxTokens=16, contextBudgetTokens=CONTEXT_BUDGET)
+    r = await c.initialize(opts, **load_settings())
     if "result" not in r:
         res["init_errors"].append(r)
         return
@@ -210,8 +215,12 @@ async def collect(pending: list, until: float, res: dict) -> None:
         elif msg["error"]["code"] == -32800:
             res["cancelled"] += 1
             res["cancel_ms"].append(dt)
+        elif msg["error"]["code"] == -32803 and "server busy" in msg["error"]["message"]:
+            res["busy"] += 1
+            res["busy_ms"].append(dt)
         else:
             res["errors"][re.sub(r"\d+", "N", f'{msg["error"]["code"]}: {msg["error"]["message"][:100]}')] += 1
+        res["any_ms"].append(dt)                   # every message's answer: result, -32800 or busy alike
 
 
 async def run_load(opts: dict, extra: list[str], clients: int, duration: float, tmp: Path, mode: str,
@@ -220,11 +229,11 @@ async def run_load(opts: dict, extra: list[str], clients: int, duration: float, 
     source = (Path(sysconfig_stdlib()) / HELD_OUT).read_text()
     server = Server("ws", args=tuple(extra), log_path=tmp / f"load-server-{mode}.log")
     samples = []
-    res = {"sent": 0, "answered": 0, "nonempty": 0, "cancelled": 0, "unanswered": 0, "errors": Counter(),
-           "latency_ms": [], "cancel_ms": [], "init_errors": []}
+    res = {"sent": 0, "answered": 0, "nonempty": 0, "cancelled": 0, "busy": 0, "unanswered": 0, "errors": Counter(),
+           "latency_ms": [], "cancel_ms": [], "busy_ms": [], "any_ms": [], "init_errors": []}
     try:
         mon = await server.start()
-        await mon.initialize(opts, maxTokens=16, contextBudgetTokens=CONTEXT_BUDGET)
+        await mon.initialize(opts, **load_settings())
         await mon.wait_ready(300)
         rss0 = server.rss_kib()
         loop = asyncio.get_running_loop()
@@ -258,9 +267,14 @@ async def run_load(opts: dict, extra: list[str], clients: int, duration: float, 
         await server.stop()
     lat = res.pop("latency_ms")
     cms = res.pop("cancel_ms")
+    bms, anyms = res.pop("busy_ms"), res.pop("any_ms")
     return {**res, "errors": dict(res["errors"]), "clients": clients, "duration_s": duration,
             "server_alive": alive, "latency_ms": {"median": pct(lat, 50), "p95": pct(lat, 95), "max": max(lat, default=None)},
-            "cancel_ms": {"median": pct(cms, 50), "p95": pct(cms, 95)},
+            "cancel_ms": {"median": pct(cms, 50), "p95": pct(cms, 95), "max": max(cms, default=None)},
+            "busy_ms": {"median": pct(bms, 50), "p95": pct(bms, 95), "max": max(bms, default=None)},
+            # issue 13: every message answered, refused or superseded within 1 s (the maximum, not only p95)
+            "any_ms": {"median": pct(anyms, 50), "p95": pct(anyms, 95), "max": max(anyms, default=None),
+                       "over_1s": sum(1 for x in anyms if x > 1000)},
             "rss_mib": {"before": rss0 / 1024, "max": max(s["rss_mib"] for s in samples),
                         "last": samples[-1]["rss_mib"]},
             "engine_running_max": max(s["engine_running"] for s in samples),
@@ -443,6 +457,13 @@ def machine() -> dict:
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
+def _loadavg() -> str | None:
+    try:
+        return Path("/proc/loadavg").read_text().strip()
+    except OSError:
+        return None
+
+
 def fmt(v) -> str:
     return f"{v:.1f}" if isinstance(v, float) else str(v)
 
@@ -452,7 +473,9 @@ def write_md(r: dict, path: Path) -> None:
     L0 = next(iter(loads.values()))
     lines = [
         "# Reliability: fuzzing, load, faults, exposure", "",
-        f"Command: `{r['command']}`  ", f"Machine: {r['machine']}  ", f"Engine: {r['engine']}", "",
+        f"Command: `{r['command']}`  ", f"Machine: {r['machine']}  ", f"Engine: {r['engine']}  ",
+        f"Load clients' settings (the server's defaults otherwise): `{json.dumps(r.get('load_options'))}`  ",
+        f"Load average: {r.get('loadavg')}", "",
         "## Fuzzing (real `completer-lsp --stdio` process, hypothesis)", "",
         f"{f['inputs']} inputs ({f['profile']}, {f['seconds']} s); pytest: {f['pytest']}. After every "
         "input a `completer/health` request was answered (the server kept serving).", "",
@@ -482,13 +505,19 @@ def write_md(r: dict, path: Path) -> None:
               row("requests sent", lambda L: L["sent"]),
               row("answered (non-empty ghost text)", lambda L: f"{L['answered']} ({L['nonempty']})"),
               row("cancelled (-32800: superseded by a newer keystroke)", lambda L: L["cancelled"]),
+              row("refused (-32803 server busy: no answer within answerBoundMs)", lambda L: L.get("busy", "–")),
               row("other errors", lambda L: f"{sum(L['errors'].values())} {L['errors'] or ''}".replace("|", "/")),
               row("never answered", lambda L: L["unanswered"]),
               row("server alive at the end", lambda L: L["server_alive"]),
               row("latency of answered: median / p95 / max (ms)", lambda L: " / ".join(
                   fmt(L["latency_ms"][k]) for k in ("median", "p95", "max"))),
-              row("time to the -32800 answer: median / p95 (ms)", lambda L: " / ".join(
-                  fmt(L["cancel_ms"][k]) for k in ("median", "p95"))),
+              row("time to the -32800 answer: median / p95 / max (ms)", lambda L: " / ".join(
+                  fmt(L["cancel_ms"].get(k)) for k in ("median", "p95", "max"))),
+              row("time to the busy answer: median / p95 / max (ms)", lambda L: " / ".join(
+                  fmt((L.get("busy_ms") or {}).get(k)) for k in ("median", "p95", "max"))),
+              row("every message (answered, superseded or busy): median / p95 / max (ms); over 1 s",
+                  lambda L: " / ".join(fmt((L.get("any_ms") or {}).get(k)) for k in ("median", "p95", "max"))
+                  + f"; {(L.get('any_ms') or {}).get('over_1s')}"),
               row("server RSS before / max / last (MiB)", lambda L: " / ".join(
                   fmt(L["rss_mib"][k]) for k in ("before", "max", "last"))),
               row("engine requests not yet reaped (started - finished - aborted), max of 1 s samples",
@@ -528,10 +557,21 @@ def main(argv=None) -> None:
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--long", action="store_true", help="400 fuzz examples per property instead of 40")
     ap.add_argument("--skip-fuzz", action="store_true")
+    ap.add_argument("--skip-faults", action="store_true", help="load only (no fault, limit and exposure runs)")
+    ap.add_argument("--option", action="append", metavar="KEY=JSON", default=[],
+                    help="server setting for the load clients' initialize, e.g. answerBoundMs=0")
     ap.add_argument("--out", default=None,
                     help="output folder (default: a new bench/results/reliability-<UTC time>/, never the committed "
                          "results)")
     args = ap.parse_args(argv)
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--option: expected KEY=JSON, got {item!r}")
+        try:
+            LOAD_OPTIONS[key] = json.loads(value)
+        except json.JSONDecodeError:
+            LOAD_OPTIONS[key] = value
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out = Path(args.out or ROOT / "bench" / "results" / f"reliability-{stamp}")
     out.mkdir(parents=True, exist_ok=True)
@@ -539,19 +579,24 @@ def main(argv=None) -> None:
         tmp = Path(d)
         opts, desc, extra = engine_options()
         r = {"command": "python -m bench.reliability " + shlex.join(argv if argv is not None else sys.argv[1:]),
-             "machine": machine(), "engine": desc}
+             "machine": machine(), "engine": desc, "loadavg": {"start": _loadavg()}}
         r["fuzz"] = run_fuzz(args.long, tmp) if not args.skip_fuzz else {"inputs": 0, "per_family": {},
                                                                           "outcomes": {}, "profile": "skipped",
                                                                           "pytest": "skipped", "seconds": 0}
-        print("faults ...", flush=True)
-        r["engine_fault"] = asyncio.run(run_engine_fault(opts, tmp))
-        r["vanish"] = asyncio.run(run_vanish(opts, extra, tmp))
-        r["limits"] = asyncio.run(run_limits_and_exposure(opts, extra, tmp))
+        r["load_options"] = load_settings()
+        if args.skip_faults:
+            r["engine_fault"], r["vanish"], r["limits"] = "skipped (--skip-faults)", {}, {}
+        else:
+            print("faults ...", flush=True)
+            r["engine_fault"] = asyncio.run(run_engine_fault(opts, tmp))
+            r["vanish"] = asyncio.run(run_vanish(opts, extra, tmp))
+            r["limits"] = asyncio.run(run_limits_and_exposure(opts, extra, tmp))
         traces = load_traces()
         first = ("trace replay", "traces") if traces else ("typing with pauses", "pauses")
         r["traces"] = [f"bench/traces/{n}.jsonl ({t.keystrokes} keystrokes)" for n, t in traces]
         r["load"] = {name: asyncio.run(run_load(opts, extra, args.clients, args.duration, tmp, mode, traces))
                      for name, mode in (first, ("continuous typing", "continuous"))}
+    r["loadavg"]["end"] = _loadavg()
     plot(r["load"], out / "reliability.png")
     for load in r["load"].values():
         load["latencies_count"] = len(load.pop("latencies"))
