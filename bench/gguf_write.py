@@ -1,13 +1,15 @@
-"""Write a Hugging Face Llama folder (the house pair) as a GGUF file, so llama.cpp can run the same model.
+"""Write a Hugging Face Llama or Qwen2 folder (the house pair) as a GGUF file, so llama.cpp can run the same model.
 
-Benchmark-only (``bench/peer.py`` puts the embedded engine next to llama.cpp): the converter that ships with
-llama.cpp (``convert_hf_to_gguf.py``) is not installed by ``pip install llama-cpp-python`` and refuses the house
-tokenizer's pre-tokenizer hash, so this writes the few things llama.cpp needs directly with PyPI's ``gguf``:
-the architecture metadata, a byte-level BPE vocabulary (``gpt2`` model, GPT-2 pre-tokenizer, which is what the
-house tokenizer's ``ByteLevel(use_regex=True)`` splits like), and the tensors under llama.cpp's names, with q/k
-rows permuted to llama.cpp's interleaved RoPE layout (the inverse of ``completer.models.gguf._unpermute``).
+The project's one GGUF writer: ``bench/peer.py`` puts the embedded engine next to llama.cpp with it, and
+tests/completer/models/test_gguf.py writes its tiny Llama and Qwen2 files with it (per-part quantisation). The
+converter that ships with llama.cpp (``convert_hf_to_gguf.py``) is not installed by ``pip install llama-cpp-python``
+and refuses the house tokenizer's pre-tokenizer hash, so this writes the few things llama.cpp needs directly with
+PyPI's ``gguf``: the architecture metadata, a byte-level BPE vocabulary (``gpt2`` model, GPT-2 pre-tokenizer, which
+is what the house tokenizer's ``ByteLevel(use_regex=True)`` splits like), and the tensors under llama.cpp's names,
+with Llama's q/k rows permuted to llama.cpp's interleaved RoPE layout (the inverse of
+``completer.models.gguf._unpermute``).
 Types: ``f32`` or ``q8_0`` (llama.cpp's 8-bit blocks; 1-D tensors and tensors whose rows are not a multiple of
-32 stay f32, as llama.cpp's converter does).
+32 stay f32, as llama.cpp's converter does), or a type per tensor part (``{"attn_q": Q8_0, "ffn_up": Q4_1, ...}``).
 
     python bench/gguf_write.py completer/models/house/target /tmp/target-f32.gguf --type f32
 """
@@ -42,26 +44,52 @@ def permute(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_gguf(folder: str | Path, out: str | Path, qtype: str = "f32") -> Path:
+def tensor_type(quant: "str | dict", gname: str, a: np.ndarray):
+    """The GGML type of tensor ``gname``: ``quant`` is ``"f32"``, ``"q8_0"`` (every matrix) or ``{part: type}`` by
+    the name's part (``attn_q``, ``ffn_up``, ``output``, ...; the rest f32). Vectors, and matrices whose rows do not
+    fill the type's blocks, stay f32 (as llama.cpp's converter does)."""
+    import gguf
+
+    Q = gguf.GGMLQuantizationType
+    if isinstance(quant, dict):
+        qtype = quant.get(gname.split(".")[-2], Q.F32)
+    else:
+        qtype = {"f32": Q.F32, "q8_0": Q.Q8_0}[quant]
+    if a.ndim != 2 or a.shape[1] % gguf.GGML_QUANT_SIZES[qtype][0]:
+        return Q.F32
+    return qtype
+
+
+def write_gguf(folder: str | Path, out: str | Path, quant: "str | dict" = "f32", model=None,
+               pre: str = "gpt-2") -> Path:
+    """The checkpoint in ``folder`` (or ``model``, a ``LlamaForCausalLM``, with that folder's tokenizer) as a GGUF
+    file quantised as ``quant`` says (:func:`tensor_type`). Llama or Qwen2 (q/k/v biases, no row permutation);
+    ``pre``: the pre-tokenizer name llama.cpp splits with (``gpt-2``, ``qwen2``)."""
     import gguf
     import torch
-    from safetensors.torch import load_file
 
+    Q = gguf.GGMLQuantizationType
     folder, out = Path(folder), Path(out)
-    if qtype not in ("f32", "q8_0"):
-        raise ValueError(f"type must be f32 or q8_0, got {qtype!r}")
+    if isinstance(quant, str) and quant not in ("f32", "q8_0"):
+        raise ValueError(f"type must be f32 or q8_0, got {quant!r}")
     cfg_json = json.loads((folder / "config.json").read_text())
-    config = ModelConfig.from_hf(cfg_json)
-    if config.model_type != "llama":
-        raise ValueError("only Llama-architecture folders are written (the house pair)")
+    if model is None:
+        from safetensors.torch import load_file
+
+        config = ModelConfig.from_hf(cfg_json)
+        state: dict[str, torch.Tensor] = {}
+        for f in sorted(folder.glob("*.safetensors")):
+            state.update(load_file(str(f)))
+    else:
+        config, state = model.config, model.state_dict()
+    arch = config.model_type
+    if arch not in ("llama", "qwen2"):
+        raise ValueError(f"only Llama and Qwen2 models are written, not {arch!r}")
     tok = json.loads((folder / "tokenizer.json").read_text())
     if tok["model"]["type"] != "BPE" or tok.get("pre_tokenizer", {}).get("type") != "ByteLevel":
         raise ValueError("only byte-level BPE tokenizers are written")
-    state: dict[str, torch.Tensor] = {}
-    for f in sorted(folder.glob("*.safetensors")):
-        state.update(load_file(str(f)))
 
-    w = gguf.GGUFWriter(str(out), "llama")
+    w = gguf.GGUFWriter(str(out), arch)
     w.add_name(folder.name)
     w.add_context_length(config.max_position_embeddings)
     w.add_embedding_length(config.hidden_size)
@@ -75,7 +103,8 @@ def write_gguf(folder: str | Path, out: str | Path, qtype: str = "f32") -> Path:
     w.add_rope_freq_base(config.rope_theta)
     w.add_layer_norm_rms_eps(config.rms_norm_eps)
     w.add_vocab_size(config.vocab_size)
-    w.add_file_type(gguf.LlamaFileType.ALL_F32 if qtype == "f32" else gguf.LlamaFileType.MOSTLY_Q8_0)
+    w.add_file_type({"f32": gguf.LlamaFileType.ALL_F32, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}.get(
+        quant, gguf.LlamaFileType.MOSTLY_F16) if isinstance(quant, str) else gguf.LlamaFileType.MOSTLY_F16)
 
     vocab = tok["model"]["vocab"]
     special = {a["id"] for a in tok.get("added_tokens", []) if a.get("special")}
@@ -90,28 +119,31 @@ def write_gguf(folder: str | Path, out: str | Path, qtype: str = "f32") -> Path:
             tokens[i] = f"[PAD{i}]"
     merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt-2")
+    w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)
     w.add_token_types([TOKEN_CONTROL if i in special else TOKEN_NORMAL for i in range(len(tokens))])
     w.add_token_merges(merges)
-    eos = cfg_json.get("eos_token_id")
-    if isinstance(eos, int):
-        w.add_eos_token_id(eos)
+    for key, add in (("bos_token_id", w.add_bos_token_id), ("eos_token_id", w.add_eos_token_id)):
+        if isinstance(cfg_json.get(key), int):
+            add(cfg_json[key])
     w.add_add_bos_token(False)
 
     for name, t in state.items():
         if config.tie_word_embeddings and name == "lm_head.weight":
             continue
-        a = t.float().numpy()
-        if name.endswith("self_attn.q_proj.weight"):
+        a = t.detach().float().numpy()
+        if arch == "llama" and name.endswith("self_attn.q_proj.weight"):
             a = permute(a, config.num_attention_heads)
-        elif name.endswith("self_attn.k_proj.weight"):
+        elif arch == "llama" and name.endswith("self_attn.k_proj.weight"):
             a = permute(a, config.num_key_value_heads)
-        if qtype == "q8_0" and a.ndim == 2 and a.shape[1] % 32 == 0:
-            w.add_tensor(gguf_name(name), gguf.quants.quantize(a, gguf.GGMLQuantizationType.Q8_0),
-                         raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        gname = gguf_name(name)
+        qtype = tensor_type(quant, gname, a)
+        if qtype == Q.F32:
+            w.add_tensor(gname, np.ascontiguousarray(a, dtype=np.float32))
+        elif qtype == Q.F16:
+            w.add_tensor(gname, a.astype(np.float16))
         else:
-            w.add_tensor(gguf_name(name), np.ascontiguousarray(a, dtype=np.float32))
+            w.add_tensor(gname, gguf.quants.quantize(a, qtype), raw_dtype=qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

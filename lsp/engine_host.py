@@ -33,7 +33,8 @@ class EngineLoading(EngineUnavailable):
 
 
 class EngineHost:
-    def __init__(self, factory: Callable[[EngineConfig], Engine] = create_engine, loading_wait_s: float = LOADING_WAIT_S):
+    def __init__(self, factory: Callable[[EngineConfig], Engine] = create_engine,
+                 loading_wait_s: float = LOADING_WAIT_S):
         self._factory = factory
         self.loading_wait_s = loading_wait_s    # how long a request waits for an engine that is starting
         self._task: asyncio.Task | None = None
@@ -77,7 +78,7 @@ class EngineHost:
                 self.error = f"engine failed to start ({config.backend}, model {config.model!r}): {e}"
             return
         if self.config is config:
-            self.engine, self.error = engine, None     # a start reported late (engineStartTimeoutS) is used all the same
+            self.engine, self.error = engine, None   # a start reported late (engineStartTimeoutS) is used all the same
             log.info("engine ready: %s (%.1f s)", getattr(engine, "name", type(engine).__name__),
                      time.monotonic() - self._started_at)
         else:  # settings changed while loading

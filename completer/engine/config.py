@@ -8,7 +8,7 @@ BACKENDS = ("torch", "vllm")
 SPECULATION = ("none", "draft", "ngram", "draft+ngram", "eagle3", "ngram_gpu")
 VLLM_ONLY_SPECULATION = ("eagle3", "ngram_gpu")   # vLLM's EAGLE-3 drafter and GPU prompt lookup
 TORCH_QUANTIZATION = (None, "none", "fp16", "int8")
-# settings the embedded backend has no use for, and what it does instead (EngineConfig refuses them with backend="torch")
+# settings the embedded backend has no use for, and what it does instead (refused by name with backend="torch")
 VLLM_ONLY_SETTINGS = {
     "tensor_parallel_size": "runs on one device: choose it with device ('cpu', 'cuda:N')",
     "draft_tensor_parallel_size": "runs the draft on the target's device",

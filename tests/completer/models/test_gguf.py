@@ -11,90 +11,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from completer.models import resolve_model
 from completer.models.gguf import GGUFError, materialise, read_state_dict, smollm2_path
 from completer.models.llama import LlamaForCausalLM
+from bench.gguf_write import write_gguf   # the project's one GGUF writer (llama.cpp's layout, per-part quantisation)
 from tests.helpers.tiny_models import random_lm
 
 gguf = pytest.importorskip("gguf")
 transformers = pytest.importorskip("transformers")
 
 TEXT = "def add(a, b):\n    return a + b\n\nclass Stack:\n    def pop(self):\n        return self.items.pop()\n"
-
-
-def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
-    """llama.cpp convert_hf_to_gguf.py ``LlamaModel.permute``: what a real converter does to q/k rows."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
-def write_gguf(model_dir, out, quant: dict[str, "gguf.GGMLQuantizationType"], model=None, pre="gpt-2"):
-    """The tiny checkpoint in ``model_dir`` (or ``model`` with that folder's tokenizer) as a GGUF file, quantised as
-    ``quant`` says by tensor part; q/k rows permuted for Llama only, as llama.cpp's converter does."""
-    Q = gguf.GGMLQuantizationType
-    model = model or LlamaForCausalLM.from_pretrained(model_dir)
-    c = model.config
-    arch = c.model_type
-    tokjson = json.loads((model_dir / "tokenizer.json").read_text())
-    vocab = tokjson["model"]["vocab"]
-    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
-    special = {t["content"] for t in tokjson["added_tokens"]}
-    merges = [m if isinstance(m, str) else " ".join(m) for m in tokjson["model"]["merges"]]
-    w = gguf.GGUFWriter(str(out), arch)
-    w.add_name("tiny")
-    w.add_block_count(c.num_hidden_layers)
-    w.add_context_length(c.max_position_embeddings)
-    w.add_embedding_length(c.hidden_size)
-    w.add_feed_forward_length(c.intermediate_size)
-    w.add_head_count(c.num_attention_heads)
-    w.add_head_count_kv(c.num_key_value_heads)
-    w.add_rope_freq_base(c.rope_theta)
-    w.add_layer_norm_rms_eps(c.rms_norm_eps)
-    w.add_rope_dimension_count(c.head_dim)
-    w.add_vocab_size(c.vocab_size)
-    w.add_file_type(1)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre(pre)
-    w.add_token_list(tokens)
-    w.add_token_types([3 if t in special else 1 for t in tokens])
-    w.add_token_merges(merges)
-    w.add_bos_token_id(0)
-    w.add_eos_token_id(0)
-    w.add_add_bos_token(False)
-    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
-             "lm_head.weight": "output.weight"}
-    parts = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-             "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-             "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
-    for name, t in model.state_dict().items():
-        arr = t.detach().float().numpy().copy()
-        if name.startswith("model.layers."):
-            _, _, layer, rest = name.split(".", 3)
-            part, kind = rest.rsplit(".", 1)
-            gname = f"blk.{layer}.{parts[part]}.{kind}"
-            if arch == "llama" and part == "self_attn.q_proj":
-                arr = _permute(arr, c.num_attention_heads)
-            elif arch == "llama" and part == "self_attn.k_proj":
-                arr = _permute(arr, c.num_key_value_heads)
-        else:
-            gname = names[name]
-        qtype = quant.get(gname.split(".")[-2], Q.F32) if arr.ndim == 2 else Q.F32
-        if name == "lm_head.weight" and c.tie_word_embeddings:
-            continue
-        if qtype == Q.F32:
-            w.add_tensor(gname, arr)
-        elif qtype == Q.F16:
-            w.add_tensor(gname, arr.astype(np.float16))
-        else:
-            w.add_tensor(gname, gguf.quants.quantize(arr, qtype), raw_dtype=qtype)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return out
 
 
 @pytest.fixture(scope="module")
