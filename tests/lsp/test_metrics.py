@@ -51,15 +51,24 @@ def speculative_options(tiny_pair) -> dict:
             "num_speculative_tokens": 3, "device": "cpu"}
 
 
+DOC = "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    "
+
+
+async def _serving(server: Server, options: dict, uri: str, max_tokens: int):
+    """(client, metrics url) of ``server`` started, initialized with ``options``, engine ready, DOC open at ``uri``."""
+    c = await server.start()
+    url = await _metrics_url(server)
+    assert "result" in await c.initialize(options, maxTokens=max_tokens, debounceMs=0)
+    await c.wait_ready()
+    await c.open_document(uri, DOC)
+    return c, url
+
+
 async def test_metrics_after_real_completions(speculative_options, tmp_path):
     server = Server("tcp", args=("--metrics", "127.0.0.1:0", "--allow-client-models"), log_path=tmp_path / "tcp.log")
     try:
-        c = await server.start()
-        url = await _metrics_url(server)
-        assert "result" in await c.initialize(speculative_options, maxTokens=12, debounceMs=0)
-        await c.wait_ready()
         uri = "file:///m.py"
-        await c.open_document(uri, "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    ")
+        c, url = await _serving(server, speculative_options, uri, 12)
         for _ in range(3):
             res = await c.ask("textDocument/inlineCompletion", inline_params(uri, 4, 4), timeout=300)
             assert "result" in res, res
@@ -67,7 +76,7 @@ async def test_metrics_after_real_completions(speculative_options, tmp_path):
         first = asyncio.ensure_future(c.ask("textDocument/inlineCompletion", inline_params(uri, 4, 4), timeout=300))
         await asyncio.sleep(0.05)
         await c.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [
-            {"text": "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    r"}]})
+            {"text": DOC + "r"}]})
         await c.ask("textDocument/inlineCompletion", inline_params(uri, 4, 5), timeout=300)
         await first
         stats = await c.call("completer/stats", {})
@@ -130,12 +139,8 @@ async def test_metrics_count_an_engine_failure_and_its_restart(tiny_options, tmp
     server = Server("tcp", args=("--metrics", "127.0.0.1:0", "--allow-client-models", "--fault-after-steps", "1"),
                     log_path=tmp_path / "tcp.log")
     try:
-        c = await server.start()
-        url = await _metrics_url(server)
-        assert "result" in await c.initialize(tiny_options, maxTokens=8, debounceMs=0)
-        await c.wait_ready()
         uri = "file:///f.py"
-        await c.open_document(uri, "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    ")
+        c, url = await _serving(server, tiny_options, uri, 8)
         r = await c.ask("textDocument/inlineCompletion", inline_params(uri, 4, 4), timeout=300)
         assert r["error"]["code"] == -32803 and "engine failed" in r["error"]["message"], r
         r = await c.ask("textDocument/inlineCompletion", inline_params(uri, 4, 4), timeout=300)
