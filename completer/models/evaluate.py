@@ -1,8 +1,10 @@
 """Held-out report for a target/draft pair: loss, next-line exact match, draft acceptance against the target.
 
     python -m completer.models.evaluate --models completer/models/house --json bench/results/house_eval.json
+    python -m completer.models.evaluate --models runs/v2 completer/models/house --heldout .corpus/heldout.jsonl.xz
 
-- loss: mean next-token cross-entropy of each model on FIM samples made from held-out files (same mix as training).
+- loss: mean next-token cross-entropy of each model on FIM samples made from held-out files (same mix as training);
+  also per character (loss per token / characters per token), which compares pairs with different tokenizers.
 - next-line exact match: the cursor at a random line start of a held-out file; SPM prompt (the house template) with
   the rest of the file as suffix; greedy until a newline; exact match of the line (trailing spaces ignored).
 - acceptance: along the target's greedy continuation of those prompts, the share of positions where the draft's
@@ -72,30 +74,25 @@ def greedy(model, ids: list[int], max_new: int, eos: int, device) -> list[int]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m completer.models.evaluate", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default=str(Path(__file__).parent / "house"), help="folder with target/ and draft/")
-    ap.add_argument("--tasks", type=int, default=200, help="next-line tasks (also the acceptance prompts)")
-    ap.add_argument("--loss-mb", type=float, default=2.0, help="MB of held-out text for the loss")
-    ap.add_argument("--json", help="write the figures here")
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--device", default="auto")
-    args = ap.parse_args(argv)
-    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
-                          ("cpu" if args.device == "auto" else args.device))
-    root = Path(args.models)
+def figures(root: Path, texts: list[str], n_tasks: int, loss_mb: float, seed: int, device) -> dict:
+    """Loss, next-line exact match and acceptance of the pair in ``root`` on held-out ``texts``."""
     tok = load_tokenizer(root / "target")
     target = LlamaForCausalLM.from_pretrained(root / "target", device=device)
     draft = LlamaForCausalLM.from_pretrained(root / "draft", device=device)
-    rng = random.Random(args.seed)
+    rng = random.Random(seed)
     t0 = time.time()
-    texts = [t for _, t in corpus.iter_texts("heldout", int(args.loss_mb * 1e6))]
-    windows = torch.from_numpy(pack(encode_samples(texts, tok, seed=args.seed), 512).astype(np.int64))
+    loss_texts, size = [], 0
+    for t in texts:
+        if size >= loss_mb * 1e6:
+            break
+        loss_texts.append(t)
+        size += len(t)
+    stream = encode_samples(loss_texts, tok, seed=seed)
+    windows = torch.from_numpy(pack(stream, 512).astype(np.int64))
     loss_t, loss_d = heldout_loss(target, windows, device), heldout_loss(draft, windows, device)
+    chars_per_token = size / max(1, len(stream))      # tokenizers differ between pairs: per character compares them
 
-    all_texts = [t for _, t in corpus.iter_texts("heldout")]
-    tasks = line_tasks(all_texts, args.tasks, rng)
+    tasks = line_tasks(texts, n_tasks, rng)
     eos = tok.token_to_id(EOS)
     sp = {t: tok.token_to_id(t) for t in (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE)}
     exact = 0
@@ -119,16 +116,48 @@ def main(argv: list[str] | None = None) -> int:
         hits = [r[t:t + i].all() for r in agree_runs for t in range(len(r) - i + 1)]
         per_pos.append(float(np.mean(hits)) if hits else None)
     alpha = float(np.mean(np.concatenate(agree_runs))) if agree_runs else None
-    report = {
+    return {
         "models": str(root), "device": torch.cuda.get_device_name(0) if device.type == "cuda" else
         (platform.processor() or "cpu"), "heldout_loss_tokens": int(windows.numel()),
-        "loss_target": loss_t, "loss_draft": loss_d, "next_line_tasks": len(tasks),
+        "loss_target": loss_t, "loss_draft": loss_d, "chars_per_token": chars_per_token,
+        "loss_target_per_char": loss_t / chars_per_token, "loss_draft_per_char": loss_d / chars_per_token,
+        "next_line_tasks": len(tasks),
         "next_line_exact_match": exact / max(1, len(tasks)), "acceptance_rate": alpha,
         "acceptance_first_i_all_accepted": per_pos,
         "expected_tokens_per_step_k4": (1 + sum(p for p in per_pos[:4] if p)) if per_pos[0] is not None else None,
-        "seconds": time.time() - t0, "command": "python -m completer.models.evaluate " + " ".join(
-            argv if argv is not None else __import__("sys").argv[1:]),
+        "seconds": time.time() - t0,
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m completer.models.evaluate", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", nargs="+", default=[str(Path(__file__).parent / "house")],
+                    help="folder(s) with target/ and draft/ (several: compared on the same held-out text)")
+    ap.add_argument("--heldout", help="held-out archive (python -m completer.models.corpus build): figures per "
+                                      "language; default: this machine's Python held-out split")
+    ap.add_argument("--tasks", type=int, default=200, help="next-line tasks (also the acceptance prompts), per "
+                                                           "language with --heldout")
+    ap.add_argument("--loss-mb", type=float, default=2.0, help="MB of held-out text for the loss (per language)")
+    ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--device", default="auto")
+    args = ap.parse_args(argv)
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
+                          ("cpu" if args.device == "auto" else args.device))
+    command = "python -m completer.models.evaluate " + " ".join(argv if argv is not None else __import__("sys").argv[1:])
+    if args.heldout:
+        groups: dict[str, list[str]] = {}
+        for _, lang, text in corpus.read_archive(args.heldout):
+            groups.setdefault(lang, []).append(text)
+        report = {"heldout": args.heldout, "command": command, "models": {
+            m: {lang: figures(Path(m), texts, args.tasks, args.loss_mb, args.seed, device)
+                for lang, texts in sorted(groups.items())} for m in args.models}}
+    else:
+        texts = [t for _, t in corpus.iter_texts("heldout")]
+        reports = [{**figures(Path(m), texts, args.tasks, args.loss_mb, args.seed, device), "command": command}
+                   for m in args.models]
+        report = reports[0] if len(reports) == 1 else {"command": command, "models": reports}
     print(json.dumps(report, indent=2))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

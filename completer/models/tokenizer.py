@@ -1,4 +1,5 @@
-"""The house tokenizer: byte-level BPE trained on the Python corpus, with Qwen2.5-Coder's FIM special tokens.
+"""The house tokenizer: byte-level BPE trained on the corpus (v1: Python; v2: the several-language archive), with
+Qwen2.5-Coder's FIM special tokens.
 
 Byte-level means every string round-trips (any whitespace, any Unicode). Saved as ``tokenizer.json`` (loaded by the
 embedded engine with ``tokenizers``) plus ``tokenizer_config.json``/``special_tokens_map.json`` so that
@@ -53,3 +54,28 @@ def load_tokenizer(folder: str | Path) -> Tokenizer:
     if not path.is_file():
         raise FileNotFoundError(f"{folder} has no tokenizer.json")
     return Tokenizer.from_file(str(path))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m completer.models.tokenizer ARCHIVE OUT [--mb 30] [--vocab 8192]``: train the tokenizer on the first
+    MB of a corpus archive (``python -m completer.models.corpus build``; its train files are shuffled across
+    languages, so the first MB are a sample of the whole mix) and save it in OUT."""
+    import argparse
+
+    from .corpus import read_archive
+
+    ap = argparse.ArgumentParser(prog="python -m completer.models.tokenizer", description=main.__doc__)
+    ap.add_argument("archive")
+    ap.add_argument("out")
+    ap.add_argument("--mb", type=float, default=30.0)
+    ap.add_argument("--vocab", type=int, default=8192)
+    args = ap.parse_args(argv)
+    tok = train_tokenizer((t for _, _, t in read_archive(args.archive, int(args.mb * 1e6))), vocab_size=args.vocab)
+    save_tokenizer(tok, args.out)
+    assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == list(range(len(SPECIAL_TOKENS)))
+    print(f"{args.out}: {tok.get_vocab_size()} ids, specials {SPECIAL_TOKENS} = ids 0..{len(SPECIAL_TOKENS) - 1}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -2,6 +2,12 @@
 
     completer train --preset cpu            # anyone, 2 CPU cores, ~30 minutes
     completer train --preset h200 --minutes 6 --out completer/models/house   # how the shipped pair was made
+    completer train --preset h200 --corpus .corpus/train.jsonl.xz --tokenizer .corpus/tokenizer ...   # v2
+
+``--corpus`` takes an archive made by ``python -m completer.models.corpus build`` (several languages, from the
+committed manifest; what v2 was trained on) instead of this machine's Python files. ``--checkpoint-minutes`` saves
+the pair during training and ``--archive`` writes the output folder as a tar in parts of at most 15 MiB after each
+save (for a device whose returned files are size-limited).
 
 Both models see the same batches in one loop; the draft also distils the target (KL to the target's next-token
 distribution), which is what speculative acceptance rewards. Time-based schedule: the learning rate follows a
@@ -11,10 +17,12 @@ cosine over the wall-clock budget, so a run always finishes and saves on time. F
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import platform
 import random
+import tarfile
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -81,6 +89,35 @@ def save_pair(out: Path, target, draft, tok, meta: dict) -> None:
     (out / "train_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
+def write_archive(folder: Path, dest: str | Path, part_bytes: int = 15 * 2**20) -> list[Path]:
+    """``folder`` as an uncompressed tar split into ``dest.part0``, ``dest.part1``... (each written whole, then
+    renamed); stale higher parts removed. ``cat dest.part* | tar x`` restores it."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(folder, arcname=folder.name)
+    data = buf.getvalue()
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    parts = []
+    for i in range(0, max(1, len(data)), part_bytes):
+        part = dest.with_name(f"{dest.name}.part{i // part_bytes}")
+        tmp = part.with_name(part.name + ".tmp")
+        tmp.write_bytes(data[i:i + part_bytes])
+        tmp.replace(part)
+        parts.append(part)
+    for stale in dest.parent.glob(f"{dest.name}.part*"):
+        if stale not in parts:
+            stale.unlink()
+    return parts
+
+
+def corpus_texts(archive: str | None, max_bytes: int) -> list[str]:
+    """Train texts: from a corpus archive (``--corpus``), else this machine's Python train split (v1)."""
+    if archive:
+        return [t for _, _, t in corpus.read_archive(archive, max_bytes)]
+    return [t for _, t in corpus.iter_texts("train", max_bytes)]
+
+
 class _Help(argparse.RawDescriptionHelpFormatter):
     """The module docstring as written, and every option's default in --help (unless its help already says it)."""
 
@@ -113,6 +150,11 @@ def main(argv: list[str] | None = None) -> int:
                                                     f"{_per_preset('corpus_mb')})")
     ap.add_argument("--batch", type=int, help=f"sequences per step (default: the preset's: {_per_preset('batch')})")
     ap.add_argument("--max-steps", type=int, help="stop after this many steps (smoke tests)")
+    ap.add_argument("--corpus", help="train on this archive (python -m completer.models.corpus build) instead of "
+                                     "this machine's Python files")
+    ap.add_argument("--checkpoint-minutes", type=float, help="also save the pair every this many minutes of training")
+    ap.add_argument("--archive", help="after each save, write the output folder as ARCHIVE.part0, .part1... "
+                                      "(an uncompressed tar in parts of at most 15 MiB)")
     ap.add_argument("--total-minutes", type=float,
                     help="hard wall-clock budget for the whole command (data preparation included); training "
                          "stops early so the checkpoints are written inside it")
@@ -131,8 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         tok = load_tokenizer(args.tokenizer)
     else:
         print(f"training tokenizer on {p.tokenizer_mb} MB of the train split ...", flush=True)
-        tok = train_tokenizer((t for _, t in corpus.iter_texts("train", int(p.tokenizer_mb * 1e6))),
-                              vocab_size=TARGET.vocab_size)
+        tok = train_tokenizer(corpus_texts(args.corpus, int(p.tokenizer_mb * 1e6)), vocab_size=TARGET.vocab_size)
         save_tokenizer(tok, out / "tokenizer")   # kept whatever happens next (minutes of work)
         print(f"tokenizer saved in {out / 'tokenizer'} (reuse it with --tokenizer {out / 'tokenizer'})", flush=True)
     assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == list(range(len(SPECIAL_TOKENS)))
@@ -151,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
 def _train(args, argv, p: Preset, minutes: float, device, out: Path, t0: float, tok, vocab: int) -> int:
 
     print(f"encoding up to {p.corpus_mb} MB of FIM samples ...", flush=True)
-    texts = [t for _, t in corpus.iter_texts("train", int(p.corpus_mb * 1e6))]
+    texts = corpus_texts(args.corpus, int(p.corpus_mb * 1e6))
     random.Random(args.seed).shuffle(texts)
     stream = encode_samples(texts, tok, seed=args.seed)
     data = torch.from_numpy(pack(stream, p.seq_len).astype(np.int64))
@@ -172,6 +213,29 @@ def _train(args, argv, p: Preset, minutes: float, device, out: Path, t0: float, 
     if device.type == "cuda":
         data = data.to(device)
         torch.backends.cuda.matmul.allow_tf32 = True
+
+    def make_meta(step, tokens, first_t, ema_t, ema_d, interrupted: bool, checkpoint: bool = False) -> dict:
+        return {
+            "command": "completer train " + " ".join(argv if argv is not None else __import__("sys").argv[1:]),
+            "preset": args.preset, "preset_values": asdict(p), "minutes": minutes, "seed": args.seed,
+            "device": torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor() or "cpu",
+            "torch": torch.__version__, "steps": step or 0, "tokens_seen": tokens or 0, "train_tokens": int(len(stream)),
+            "train_files": len(texts), "loss_first_target": first_t, "final_loss_target": ema_t,
+            "final_loss_draft_ce": ema_d, "interrupted": interrupted, "checkpoint": checkpoint,
+            "corpus": args.corpus or "this machine's Python (stdlib + site-packages), train split",
+            "params_target": sum(q.numel() for q in target.parameters()),
+            "params_draft": sum(q.numel() for q in draft.parameters()),
+            "seconds_total": time.time() - t0, "seconds_training": time.time() - start,
+        }
+
+    def checkpoint(progress: dict) -> None:
+        """Save the pair as it is now (and the archive), then carry on training."""
+        meta = make_meta(*(progress.get(k) for k in ("step", "tokens", "first_t", "ema_t", "ema_d")), False, True)
+        save_pair(out, target, draft, tok, meta)
+        if args.archive:
+            write_archive(out, args.archive)
+        tqdm.write(f"checkpoint at step {meta['steps']} ({meta['seconds_training']:.0f}s): {out}")
+
     budget = minutes * 60
     if args.total_minutes is not None:  # leave ~20 s for saving
         budget = max(1.0, min(budget, args.total_minutes * 60 - (time.time() - t0) - 20))
@@ -181,7 +245,7 @@ def _train(args, argv, p: Preset, minutes: float, device, out: Path, t0: float, 
     progress: dict = {}
     try:
         step, tokens, first_t, ema_t, ema_d = _loop(args, p, budget, start, data, device, vocab, target, draft,
-                                                    opt_t, opt_d, amp, gen, bar, progress)
+                                                    opt_t, opt_d, amp, gen, bar, progress, checkpoint)
     except KeyboardInterrupt:   # Ctrl-C: keep what was learnt so far (the models as they are now)
         interrupted = True
         step, tokens, first_t, ema_t, ema_d = (progress.get(k) for k in ("step", "tokens", "first_t", "ema_t",
@@ -189,18 +253,10 @@ def _train(args, argv, p: Preset, minutes: float, device, out: Path, t0: float, 
     bar.n = int(min(budget, time.time() - start))
     bar.close()
     target.eval(), draft.eval()
-    meta = {
-        "command": "completer train " + " ".join(argv if argv is not None else __import__("sys").argv[1:]),
-        "preset": args.preset, "preset_values": asdict(p), "minutes": minutes, "seed": args.seed,
-        "device": torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor() or "cpu",
-        "torch": torch.__version__, "steps": step or 0, "tokens_seen": tokens or 0, "train_tokens": int(len(stream)),
-        "train_files": len(texts), "loss_first_target": first_t, "final_loss_target": ema_t,
-        "final_loss_draft_ce": ema_d, "interrupted": interrupted,
-        "params_target": sum(q.numel() for q in target.parameters()),
-        "params_draft": sum(q.numel() for q in draft.parameters()),
-        "seconds_total": time.time() - t0, "seconds_training": time.time() - start,
-    }
+    meta = make_meta(step, tokens, first_t, ema_t, ema_d, interrupted)
     save_pair(out, target, draft, tok, meta)
+    if args.archive:
+        write_archive(out, args.archive)
     print(json.dumps(meta, indent=2), flush=True)
     if interrupted:
         print(f"interrupted at step {step or 0}: the models as they were are saved in {out / 'target'} and "
@@ -213,13 +269,15 @@ def _train(args, argv, p: Preset, minutes: float, device, out: Path, t0: float, 
 
 
 def _loop(args, p: Preset, budget: float, start: float, data, device, vocab: int, target, draft, opt_t, opt_d, amp,
-          gen, bar, progress: dict):
+          gen, bar, progress: dict, checkpoint=None):
     """The training steps until the budget (or --max-steps) is spent; ``progress`` holds the latest counters so that
     an interrupted run still reports them."""
     step = tokens = 0
     ema_t = ema_d = first_t = None
     win_t = win_d = torch.zeros((), device=device)
     win_n = 0
+    every = (args.checkpoint_minutes or 0) * 60
+    next_save = every if every > 0 else float("inf")
     while (elapsed := time.time() - start) < budget and (args.max_steps is None or step < args.max_steps):
         frac = elapsed / budget
         for opt, base in ((opt_t, p.lr), (opt_d, p.draft_lr)):
@@ -257,6 +315,9 @@ def _loop(args, p: Preset, budget: float, start: float, data, device, vocab: int
             bar.set_postfix_str(f"step {step} loss target {ema_t:.3f} draft {ema_d:.3f} tok {tokens / 1e6:.0f}M "
                                 f"ETA {_eta(now, budget, step, args.max_steps)}")
         progress.update(step=step, tokens=tokens, first_t=first_t, ema_t=ema_t, ema_d=ema_d)
+        if checkpoint is not None and time.time() - start >= next_save and ema_t is not None:
+            checkpoint(progress)
+            next_save += every
     if win_n:
         ema_t, ema_d = (win_t / win_n).item(), (win_d / win_n).item()
     return step, tokens, first_t, ema_t, ema_d

@@ -60,3 +60,47 @@ def test_help_shows_the_defaults(capsys):
     assert "(default: cpu)" in text and "(default: runs/house)" in text and "(default: 1234)" in text
     assert "the preset's: cpu 30, h200 6, tiny 0.5" in text
     assert train._eta(30, 120, 10, None) == "1:30" and train._eta(30, 120, 10, 20) == "0:30"
+
+
+def test_corpus_archive_checkpoints_and_parts(tmp_path, house):
+    """--corpus trains on an archive (several languages), --checkpoint-minutes saves during training and --archive
+    writes the folder as tar parts that restore to a loadable pair (how v2 came back from the device)."""
+    import io
+    import tarfile
+
+    from completer.models import corpus
+    from completer.models.llama import LlamaForCausalLM
+
+    texts = [("a.go", "go", "package main\n\nfunc main() {\n\tfmt.Println(\"hi\")\n}\n" * 40),
+             ("b.rs", "rust", "fn main() {\n    let x = vec![1, 2, 3];\n    println!(\"{:?}\", x);\n}\n" * 40),
+             ("c.h", "c", "#ifndef X_H\n#define X_H\nint f(int a, int b);\n#endif\n" * 40)]
+    corpus.write_archive([{"rel": r, "language": lang, "text": t} for r, lang, t in texts], tmp_path / "c.jsonl.xz")
+    out = tmp_path / "pair"
+    rc = train.main(["--preset", "tiny", "--tokenizer", str(house / "target"), "--corpus", str(tmp_path / "c.jsonl.xz"),
+                     "--max-steps", "40", "--minutes", "3", "--checkpoint-minutes", "0.001", "--out", str(out),
+                     "--device", "cpu", "--archive", str(tmp_path / "back" / "pair.tar")])
+    assert rc == 0
+    meta = json.loads((out / "train_meta.json").read_text())
+    assert meta["steps"] == 40 and meta["corpus"].endswith("c.jsonl.xz") and meta["train_files"] == 3
+    assert meta["checkpoint"] is False and meta["loss_first_target"] - meta["final_loss_target"] > 0.3
+    parts = sorted((tmp_path / "back").glob("pair.tar.part*"))
+    assert parts and not list((tmp_path / "back").glob("*.tmp"))
+    with tarfile.open(fileobj=io.BytesIO(b"".join(p.read_bytes() for p in parts))) as tar:
+        tar.extractall(tmp_path / "restored")
+    restored = tmp_path / "restored" / "pair"
+    assert json.loads((restored / "train_meta.json").read_text())["steps"] == 40
+    LlamaForCausalLM.from_pretrained(restored / "target")
+
+
+def test_archive_parts_are_bounded_and_stale_parts_removed(tmp_path):
+    folder = tmp_path / "f"
+    folder.mkdir()
+    (folder / "big.bin").write_bytes(bytes(range(256)) * 40)
+    dest = tmp_path / "out" / "x.tar"
+    dest.parent.mkdir()
+    (dest.parent / "x.tar.part9").write_bytes(b"old")
+    (dest.parent / "x.tar.part3").write_bytes(b"old")
+    parts = train.write_archive(folder, dest, part_bytes=4000)
+    assert [p.name for p in parts] == [f"x.tar.part{i}" for i in range(len(parts))] and len(parts) >= 3
+    assert all(p.stat().st_size <= 4000 for p in parts)
+    assert sorted(dest.parent.iterdir()) == sorted(parts)          # stale parts of an earlier save are gone

@@ -1,0 +1,161 @@
+"""Small shipped weights: group-wise int8 / int4 storage of a model folder, dequantised once into the cache.
+
+    python -m completer.models.quant pack SRC_FOLDER DST_FOLDER [--bits 4] [--embed-bits 8] [--group 32]
+
+A packed folder holds ``model.quant`` (safetensors format under another name, so no loader mistakes it for plain
+weights) and a ``config.json`` with ``"completer_quant": {...}``. Each 2-D weight is stored symmetric per group of
+``group`` input columns (int8: one scale per row): ``w ~= q * scale``, ``q`` in -127..127 (int8) or -7..7 (int4,
+two values per byte); 1-D weights (norms) stay bf16. ``completer.models.resolve_model`` turns such a folder into an
+ordinary one (float32 ``model.safetensors``, the same tokenizer and config) under the cache
+(``completer.models.gguf.cache_root()``, ``$COMPLETER_CACHE``), once per file version, so both engines, vLLM and
+``transformers`` load it unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+
+QUANT_FILE = "model.quant"
+KEY = "completer_quant"
+
+
+def _quantise(w: torch.Tensor, bits: int, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    rows, cols = w.shape
+    g = cols if bits == 8 else group
+    if cols % g:
+        raise ValueError(f"{cols} columns do not split into groups of {g}")
+    qmax = 2 ** (bits - 1) - 1
+    x = w.float().reshape(rows, cols // g, g)
+    scale = (x.abs().amax(-1, keepdim=True) / qmax).clamp_min(1e-12)
+    q = torch.round(x / scale).clamp(-qmax, qmax).to(torch.int8).reshape(rows, cols)
+    scale = scale.squeeze(-1).to(torch.float16)
+    if bits == 4:
+        u = (q + 8).to(torch.uint8)                       # 1..15
+        q = (u[:, 0::2] | (u[:, 1::2] << 4)).contiguous()
+    return q, scale
+
+
+def _dequantise(q: torch.Tensor, scale: torch.Tensor, bits: int, cols: int) -> torch.Tensor:
+    if bits == 4:
+        lo, hi = (q & 0x0F).to(torch.int16) - 8, (q >> 4).to(torch.int16) - 8
+        q = torch.stack((lo, hi), -1).reshape(q.shape[0], cols)
+    rows = q.shape[0]
+    groups = scale.shape[1]
+    return (q.float().reshape(rows, groups, cols // groups) * scale.float().unsqueeze(-1)).reshape(rows, cols)
+
+
+def pack(src: str | Path, dst: str | Path, bits: int = 4, embed_bits: int = 8, group: int = 32) -> dict:
+    """Write the packed copy of model folder ``src`` into ``dst``; returns the config's quant entry."""
+    from safetensors.torch import load_file, save_file
+
+    src, dst = Path(src), Path(dst)
+    if bits not in (4, 8) or embed_bits not in (4, 8):
+        raise ValueError("bits must be 4 or 8")
+    state: dict[str, torch.Tensor] = {}
+    for f in sorted(src.glob("*.safetensors")):
+        state.update(load_file(str(f)))
+    out: dict[str, torch.Tensor] = {}
+    layout: dict[str, list] = {}
+    for name, w in state.items():
+        if w.ndim == 2 and w.is_floating_point():
+            b = embed_bits if "embed_tokens" in name or "lm_head" in name else bits
+            q, s = _quantise(w, b, group)
+            out[name], out[name + ".scale"] = q, s
+            layout[name] = [b, w.shape[1]]
+        else:
+            out[name] = w.to(torch.bfloat16) if w.is_floating_point() else w
+    dst.mkdir(parents=True, exist_ok=True)
+    save_file(out, str(dst / QUANT_FILE), metadata={"format": "completer-quant", "layout": json.dumps(layout)})
+    entry = {"file": QUANT_FILE, "bits": bits, "embed_bits": embed_bits, "group": group,
+             "scheme": "symmetric per group of input columns (int8: per row), fp16 scales; 1-D weights bf16"}
+    for p in src.iterdir():
+        if p.is_file() and p.suffix != ".safetensors" and p.name != "config.json":
+            shutil.copy2(p, dst / p.name)
+    cfg = json.loads((src / "config.json").read_text())
+    cfg[KEY] = entry
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    return entry
+
+
+def is_packed(folder: str | Path) -> bool:
+    cfg = Path(folder) / "config.json"
+    return cfg.is_file() and (Path(folder) / QUANT_FILE).is_file() and KEY in json.loads(cfg.read_text())
+
+
+def dequantised_state(folder: str | Path) -> dict[str, torch.Tensor]:
+    from safetensors import safe_open
+
+    path = Path(folder) / QUANT_FILE
+    with safe_open(str(path), "pt") as fh:
+        layout = json.loads(fh.metadata()["layout"])
+        state = {}
+        for name in fh.keys():
+            if name.endswith(".scale"):
+                continue
+            t = fh.get_tensor(name)
+            if name in layout:
+                bits, cols = layout[name]
+                state[name] = _dequantise(t, fh.get_tensor(name + ".scale"), bits, cols)
+            else:
+                state[name] = t.float() if t.is_floating_point() else t
+    return state
+
+
+def materialise(folder: str | Path, root: str | Path | None = None) -> Path:
+    """The ordinary model folder (float32 ``model.safetensors``) for packed ``folder``, made once in the cache."""
+    from safetensors.torch import save_file
+
+    from .gguf import cache_root
+
+    folder = Path(folder)
+    digest = hashlib.sha1((folder / QUANT_FILE).read_bytes()).hexdigest()[:16]
+    out = Path(root or cache_root()) / f"quant-{folder.parent.name}-{folder.name}-{digest}"
+    if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
+        return out
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise FileNotFoundError(f"cannot write the dequantised model for {folder} under {tmp.parent} "
+                                f"({e.strerror}); set COMPLETER_CACHE to a writable folder") from e
+    save_file({k: v.contiguous() for k, v in dequantised_state(folder).items()}, str(tmp / "model.safetensors"),
+              metadata={"format": "pt"})
+    for p in folder.iterdir():
+        if p.is_file() and p.name not in (QUANT_FILE, "config.json"):
+            shutil.copy2(p, tmp / p.name)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["completer_dequantised_from"] = {"folder": str(folder.resolve()), **cfg.pop(KEY)}
+    cfg["torch_dtype"] = "float32"
+    cfg["completer_house"] = True          # the cache folder is no longer under HOUSE_DIR: keep the house template
+    (tmp / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    try:
+        tmp.rename(out)
+    except OSError:  # another process made it first: theirs is the same
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m completer.models.quant", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("pack", help="write a packed copy of a model folder")
+    p.add_argument("src")
+    p.add_argument("dst")
+    p.add_argument("--bits", type=int, default=4, choices=(4, 8))
+    p.add_argument("--embed-bits", type=int, default=8, choices=(4, 8))
+    p.add_argument("--group", type=int, default=32)
+    args = ap.parse_args(argv)
+    print(json.dumps(pack(args.src, args.dst, args.bits, args.embed_bits, args.group), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
