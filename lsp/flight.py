@@ -39,6 +39,7 @@ class Flight:
     answered: int = 0                # LSP requests answered from it
     waiters: int = 0                 # LSP requests waiting on it now
     answered_early: bool = False     # one of them before it finished
+    concurrency: int = 0             # flights running in the process when it started, itself included (Load)
 
     def typed(self, text: str, offset: int | None = None) -> str | None:
         """What the user typed at the anchor, if ``text`` is ``before + typed + after`` (with the cursor at
@@ -102,6 +103,15 @@ class Load:
         if seconds is not None and concurrency > 0:
             per = seconds / concurrency
             self.slot_s = per if self.slot_s is None else (1 - self.ALPHA) * self.slot_s + self.ALPHA * per
+
+    def too_slow(self, seconds: float, concurrency: int) -> None:
+        """A flight had not answered after ``seconds`` (the bound): its time is at least that. Raises the estimate
+        when it is below (a lower bound only raises it); without this, an engine so overloaded that nothing ever
+        finishes would never measure anything and keep admitting everything."""
+        if concurrency > 0:
+            per = seconds / concurrency
+            if self.slot_s is None or per > self.slot_s:
+                self.slot_s = per if self.slot_s is None else (1 - self.ALPHA) * self.slot_s + self.ALPHA * per
 
     def predicted_s(self) -> float | None:
         """Time a flight started now would take (None before any measurement)."""

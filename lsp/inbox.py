@@ -11,6 +11,9 @@ order. While a message waits in the inbox:
 - a ``$/cancelRequest`` for a request still waiting answers that request -32800 and removes it;
 - over ``capacity`` waiting requests, a new completion request is answered at once with -32803 "server busy" instead
   of queueing without bound;
+- a completion request that waited longer than ``max_wait_s`` before its turn (the server is that far behind) is
+  answered -32803 "server busy" when its turn comes, instead of being started late (issue 13: every message answered,
+  refused or superseded within 1 s; the request lifecycle's ``answerBoundMs`` counts from the handling on);
 - notifications (``didChange`` above all) are never dropped or reordered: every edit is applied, in order. Past
   ``hard_limit`` waiting messages the reader stops reading (the client's writes block), so memory stays bounded.
 """
@@ -18,8 +21,10 @@ order. While a message waits in the inbox:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
@@ -27,6 +32,9 @@ from typing import Any, Awaitable, Callable
 log = logging.getLogger(__name__)
 
 COMPLETIONS = ("textDocument/inlineCompletion", "textDocument/completion")
+# when the message being handled was read (time.perf_counter()): set by Inbox.get in the pump's task, so the handler
+# task pygls creates for it inherits it; the request lifecycle counts answerBoundMs from it
+ARRIVED: contextvars.ContextVar[float | None] = contextvars.ContextVar("completer_inbox_arrived", default=None)
 REQUEST_CANCELLED = -32800
 REQUEST_FAILED = -32803
 
@@ -36,6 +44,7 @@ class _Waiting:
     body: bytes
     id: Any = None                   # request id (None: a notification, or a message we could not read)
     completion_uri: str | None = None
+    arrived: float = 0.0             # time.perf_counter() when it was read
 
 
 @dataclass
@@ -44,15 +53,18 @@ class InboxStats:
     superseded: int = 0              # completion requests answered -32800 before handling (newer one, same document)
     cancelled: int = 0               # requests removed by $/cancelRequest before handling
     busy: int = 0                    # completion requests refused over capacity
+    late: int = 0                    # completion requests refused because they waited over max_wait_s
     max_depth: int = 0
     depth: int = 0
     waits: int = field(default=0)    # times the reader paused at hard_limit
 
 
 class Inbox:
-    def __init__(self, reply_error: Callable[[Any, int, str], None], capacity: int = 16, hard_limit: int = 512):
+    def __init__(self, reply_error: Callable[[Any, int, str], None], capacity: int = 16, hard_limit: int = 512,
+                 max_wait_s: float | None = 0.5, clock: Callable[[], float] = time.perf_counter):
         self._reply_error = reply_error
-        self.capacity, self.hard_limit = capacity, hard_limit
+        self.capacity, self.hard_limit, self.max_wait_s = capacity, hard_limit, max_wait_s
+        self._clock = clock
         self._queue: deque[_Waiting] = deque()
         self._ready = asyncio.Event()
         self._room = asyncio.Event()
@@ -66,6 +78,7 @@ class Inbox:
     def put(self, body: bytes) -> None:
         self.stats.received += 1
         item = _classify(body)
+        item.arrived = self._clock()
         if item.id is None and item.completion_uri is None:
             cancel = _cancel_target(body)
             if cancel is not None and self._drop(lambda w: w.id == cancel, "cancelled by $/cancelRequest"):
@@ -95,17 +108,27 @@ class Inbox:
             await self._room.wait()
 
     async def get(self) -> bytes | None:
-        """The next message in arrival order; None once closed and empty."""
-        while not self._queue:
-            if self._closed:
-                return None
-            self._ready.clear()
-            await self._ready.wait()
-        item = self._queue.popleft()
-        self.stats.depth = len(self._queue)
-        if len(self._queue) < self.hard_limit:
-            self._room.set()
-        return item.body
+        """The next message in arrival order; None once closed and empty. A completion request that waited over
+        ``max_wait_s`` is answered "server busy" here and skipped."""
+        while True:
+            while not self._queue:
+                if self._closed:
+                    return None
+                self._ready.clear()
+                await self._ready.wait()
+            item = self._queue.popleft()
+            self.stats.depth = len(self._queue)
+            if len(self._queue) < self.hard_limit:
+                self._room.set()
+            waited = self._clock() - item.arrived
+            if item.completion_uri is not None and self.max_wait_s is not None and waited > self.max_wait_s:
+                self.stats.late += 1
+                self._reply_error(item.id, REQUEST_FAILED,
+                                  f"server busy: the request waited {waited * 1000:.0f} ms for its turn (over "
+                                  f"{self.max_wait_s * 1000:.0f} ms); not started (ask again)")
+                continue
+            ARRIVED.set(item.arrived)
+            return item.body
 
     def close(self) -> None:
         self._closed = True

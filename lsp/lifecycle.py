@@ -44,6 +44,7 @@ from .config import ServerConfig
 from .documents import Snapshot
 from .engine_host import EngineHost, EngineUnavailable
 from .flight import ANSWER, DIVERGED, Flight, Load
+from .inbox import ARRIVED
 from .rhythm import Rhythm
 
 log = logging.getLogger(__name__)
@@ -191,8 +192,10 @@ class Lifecycle:
                 result = Completion(rest, offset, from_cache=True)
             elif not cfg.cancel_stale_requests:
                 result = Completion(await self._run_to_end(snap, offset, others, cfg, trees), offset)
-            else:
-                result = await self._from_flight(snap, offset, others, cfg, trees, t0)
+            else:                          # the bound counts from the message's arrival (waiting in the inbox too)
+                arrived = ARRIVED.get()
+                result = await self._from_flight(snap, offset, others, cfg, trees,
+                                                 t0 if arrived is None else min(t0, arrived))
             if result.text:
                 self.stats.completions_served += 1
             else:
@@ -279,6 +282,7 @@ class Lifecycle:
                     await flight.gen.changed()
         except TimeoutError:
             self.stats.busy_at_bound += 1
+            self.load.too_slow(time.perf_counter() - flight.gen.started, flight.concurrency)
             self._orphaned(flight, cfg)
             raise Busy(f"server busy: no answer within answerBoundMs {cfg.answer_bound_ms:g} "
                        f"({self.load.running} completions running; ask again)") from None
@@ -317,7 +321,7 @@ class Lifecycle:
         self._abort_flight(snap.uri)       # one flight per document: the bound on background work
         self._flights[snap.uri] = flight
         self.stats.engine_requests += 1
-        concurrency = self.load.started()
+        concurrency = flight.concurrency = self.load.started()
         flight.task = asyncio.get_running_loop().create_task(self._fly(snap.uri, flight),
                                                              name=f"flight {gen.request.request_id}")
 

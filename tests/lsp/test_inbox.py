@@ -102,3 +102,31 @@ async def test_pump_hands_frames_to_the_protocol_in_order_and_stops_at_end_of_in
     # all three frames were buffered: the reader put them before the handler ran, so request 1 was superseded
     assert p.seen == [(None, "textDocument/didChange"), (2, "textDocument/inlineCompletion")]
     assert replies[0][:2] == (1, REQUEST_CANCELLED)
+
+
+async def test_a_completion_request_that_waited_too_long_is_busy_and_edits_still_go_through():
+    now = [0.0]
+    replies: list[tuple] = []
+    inbox = Inbox(lambda i, code, text: replies.append((i, code, text)), max_wait_s=0.5, clock=lambda: now[0])
+    inbox.put(inline(1))
+    inbox.put(change(2))
+    inbox.put(inline(2, uri="file:///b.py"))
+    now[0] = 0.6                                  # the server fell 600 ms behind
+    inbox.put(inline(3, uri="file:///c.py"))      # just arrived: handled
+    handled = await drain(inbox)
+    assert [(m.get("id"), m["method"]) for m in handled] == [
+        (None, "textDocument/didChange"), (3, "textDocument/inlineCompletion")]
+    assert [(i, code) for i, code, _ in replies] == [(1, REQUEST_FAILED), (2, REQUEST_FAILED)]
+    assert "server busy" in replies[0][2] and inbox.stats.late == 2
+
+
+async def test_the_handler_task_sees_when_its_message_arrived():
+    from lsp.inbox import ARRIVED
+
+    now = [5.0]
+    inbox = Inbox(lambda *a: None, clock=lambda: now[0])
+    inbox.put(inline(1))
+    now[0] = 5.2
+    assert await inbox.get() is not None
+    seen = await asyncio.get_running_loop().create_task(asyncio.sleep(0, ARRIVED.get()))   # a task made now
+    assert seen == 5.0

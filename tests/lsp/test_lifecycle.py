@@ -335,3 +335,17 @@ async def test_load_is_shared_by_the_connections_of_one_engine_host_and_counts_f
         await t
     await wait_for(lambda: lc.load.running == 0)
     assert lc.snapshot_stats()["flights_in_process"] == 0
+
+
+def test_a_flight_over_the_bound_raises_the_estimate_even_when_nothing_ever_finishes():
+    from lsp.flight import Load
+
+    load = Load()
+    load.too_slow(1.0, 4)                        # 4 running, none answered within 1 s: at least 250 ms each
+    assert load.slot_s == pytest.approx(0.25)
+    load.too_slow(0.4, 4)                        # a lower bound below the estimate says nothing new
+    assert load.slot_s == pytest.approx(0.25)
+    load.running = 3
+    assert load.admits(1.0) and not load.admits(0.99)      # 4 x 250 ms = 1 s: just within a 1 s bound
+    load.running = 4
+    assert not load.admits(1.0)
