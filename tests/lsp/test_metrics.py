@@ -32,6 +32,31 @@ def scrape(url: str) -> dict[str, list]:
     return out
 
 
+def families(url: str) -> dict[str, tuple[str, frozenset]]:
+    """{exported name (counters with _total): (type, label names)} of one scrape."""
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        if fam.name.endswith("_created"):          # prometheus_client's creation timestamps of its own metrics
+            continue
+        name = fam.name + "_total" if fam.type == "counter" else fam.name
+        labels = {k for s in fam.samples for k in s.labels if k not in ("le", "quantile")}
+        out[name] = (fam.type, frozenset(labels))
+    return out
+
+
+def readme_metrics() -> dict[str, tuple[str, frozenset]]:
+    """The metrics table of lsp/README.md: {name: (type, label names)}."""
+    text = (ROOT / "lsp" / "README.md").read_text()
+    section = text[text.index("## Prometheus metrics"):]
+    out = {}
+    for row in re.findall(r"^\| (`completer_[^|]*) \| (\w+) \|([^|]*)\|", section, re.M):
+        labels = frozenset(re.findall(r"`(\w+)`", row[2]))
+        for name in re.findall(r"`(completer_\w+)`", row[0]):
+            out[name] = (row[1], labels)
+    return out
+
+
 def value(samples, name, **labels) -> float:
     return sum(v for lab, v in samples[name] if all(lab.get(k) == x for k, x in labels.items()))
 
@@ -81,6 +106,7 @@ async def test_metrics_after_real_completions(speculative_options, tmp_path):
         await first
         stats = await c.call("completer/stats", {})
         m = scrape(url)
+        exported = families(url)
     finally:
         await server.stop()
 
@@ -110,6 +136,11 @@ async def test_metrics_after_real_completions(speculative_options, tmp_path):
     # the same TTFT/TPOT in completer/stats
     assert stats["server"]["last_ttft_ms"] > 0
     assert stats["server"]["last_tpot_ms"] is None or stats["server"]["last_tpot_ms"] > 0
+
+    # lsp/README.md lists every metric, with its type and labels, and only those (GPU memory: where there is a GPU)
+    listed = readme_metrics()
+    assert {n: t for n, t in listed.items() if n not in GPU_ONLY} == exported
+    assert GPU_ONLY <= set(listed)
 
     # the dashboard loads and only uses metrics that exist
     dash = json.loads(DASHBOARD.read_text())
