@@ -137,6 +137,10 @@ class _EngineCollector:
         up = GaugeMetricFamily("completer_engine_up", "1 when the engine is loaded and serving")
         up.add_metric([], 1.0 if engine is not None else 0.0)
         yield up
+        loading = GaugeMetricFamily("completer_engine_loading_seconds",
+                                    "Seconds the engine has been starting (0 when it is not starting)")
+        loading.add_metric([], float((self.m.host.loading_s if self.m.host is not None else None) or 0.0))
+        yield loading
         c: dict = {}
         if engine is not None:
             try:

@@ -241,8 +241,8 @@ class SupervisedEngine:
 
     async def _restart_engine(self, old: Engine, old_ids: list[str]) -> None:
         for rid in old_ids:                                    # wake the other requests of the failed engine
-            with contextlib.suppress(Exception):
-                await old.abort(rid)
+            with contextlib.suppress(Exception):               # (a dead engine's abort may never answer)
+                await asyncio.wait_for(old.abort(rid), timeout=1)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(old.close(), timeout=30)
         attempt = 0

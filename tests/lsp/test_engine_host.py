@@ -15,6 +15,7 @@ from completer.engine import EngineConfig, Request, create_engine
 from completer.engine.supervisor import SupervisedEngine
 from lsp.config import ServerConfig
 from lsp.engine_host import LOADING_WAIT_S, EngineHost, EngineLoading, EngineUnavailable
+from lsp.metrics import Metrics
 
 
 _GATES: list[threading.Event] = []
@@ -61,10 +62,14 @@ async def test_a_request_during_the_start_gets_loading_then_the_engine_serves(ti
         with pytest.raises(EngineLoading, match=r"engine loading \(torch, model '.*'\): \d+ s so far"):
             await host.get(300)
     assert host.loading_s is not None and host.loading_s >= 0.1 and host.error is None and not host.ready
+    metrics = Metrics(host)                     # what an operator scrapes meanwhile
+    assert metrics.registry.get_sample_value("completer_engine_loading_seconds") >= 0.1
+    assert metrics.registry.get_sample_value("completer_engine_up") == 0
     gate.set()
     await ready(host)
     engine = await host.get(300)
     assert host.loading_s is None
+    assert metrics.registry.get_sample_value("completer_engine_loading_seconds") == 0
     assert isinstance(await generate(engine), str)
     assert len(starts) == 1
     await host.close()

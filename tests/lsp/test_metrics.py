@@ -129,7 +129,7 @@ async def test_metrics_after_real_completions(speculative_options, tmp_path):
     assert value(m, "completer_engine_draft_tokens_total") >= proposed
     assert value(m, "completer_engine_requests_total", state="started") >= 1
     assert value(m, "completer_engine_queue_depth") == 0           # nothing in flight after the last answer
-    assert value(m, "completer_engine_up") == 1
+    assert value(m, "completer_engine_up") == 1 and value(m, "completer_engine_loading_seconds") == 0
     assert value(m, "completer_engine_restarts_total") == 0 and "completer_engine_failures_total" in m
     assert {lab["reason"] for lab, _ in m["completer_engine_requests_refused_total"]} == {"limit", "overload"}
     assert value(m, "completer_connections_refused_total") == 0
