@@ -97,13 +97,18 @@ async def test_metrics_after_real_completions(speculative_options, tmp_path):
         for _ in range(3):
             res = await c.ask("textDocument/inlineCompletion", inline_params(uri, 4, 4), timeout=300)
             assert "result" in res, res
-        # a request superseded by the next keystroke: cancelled, its tokens wasted
-        first = asyncio.ensure_future(c.ask("textDocument/inlineCompletion", inline_params(uri, 4, 4), timeout=300))
-        await asyncio.sleep(0.05)
-        await c.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [
+        # a request superseded by the next keystroke while it waits out a long debounce (a fresh document: nothing
+        # cached there): cancelled
+        await c.notify("workspace/didChangeConfiguration", {"settings": {"debounceMs": 10000}})
+        other = "file:///n.py"
+        await c.open_document(other, DOC)
+        first = asyncio.ensure_future(c.ask("textDocument/inlineCompletion", inline_params(other, 4, 4), timeout=300))
+        await asyncio.sleep(0.3)
+        await c.notify("textDocument/didChange", {"textDocument": {"uri": other, "version": 2}, "contentChanges": [
             {"text": DOC + "r"}]})
-        await c.ask("textDocument/inlineCompletion", inline_params(uri, 4, 5), timeout=300)
-        await first
+        assert (await first)["error"]["code"] == -32800
+        await c.notify("workspace/didChangeConfiguration", {"settings": {"debounceMs": 0}})
+        await c.ask("textDocument/inlineCompletion", inline_params(other, 4, 5), timeout=300)
         stats = await c.call("completer/stats", {})
         m = scrape(url)
         exported = families(url)
@@ -114,6 +119,8 @@ async def test_metrics_after_real_completions(speculative_options, tmp_path):
         assert any(lab.get("outcome") == outcome for lab, _ in m["completer_requests_total"])
     answered = sum(value(m, "completer_requests_total", outcome=o) for o in ("served", "empty", "cache", "reused"))
     assert answered >= 4 and value(m, "completer_requests_total", outcome="error") == 0
+    assert value(m, "completer_requests_total", outcome="cancelled") == 1
+    assert value(m, "completer_requests_total", outcome="served") >= 1
     assert value(m, "completer_request_latency_seconds_count") == answered
     assert 0 < value(m, "completer_request_latency_seconds_sum") < 300 * answered
     n_ttft = value(m, "completer_time_to_first_token_seconds_count")
