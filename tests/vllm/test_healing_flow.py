@@ -83,3 +83,28 @@ async def test_a_stop_string_in_the_healing_token_ends_the_request(tok):
     e = engine(tok, {"r#heal0": [tok.token_to_id("select")]})
     text, _, last = await run(e, Request("r", [5, 6, 7], max_new_tokens=8, heal="sel", stop=("ct",)))
     assert text == "e" and last.finish_reason == "stop" and len(e.llm.calls) == 1    # no main request
+
+
+async def test_a_request_cancelled_while_healing_counts_as_aborted(tok):
+    """Cancelled during a healing step (a keystroke superseded it): started = finished + aborted afterwards, as
+    for a cancellation during the main request."""
+    import asyncio
+
+    e = engine(tok, {})
+    entered = asyncio.Event()
+
+    def generate(prompt, params, rid):
+        async def stream():
+            entered.set()
+            await asyncio.Event().wait()            # the healing step is still running when the cancel comes
+            yield None
+        return stream()
+
+    e.llm.generate = generate
+    task = asyncio.ensure_future(run(e, Request("r", [5, 6, 7], max_new_tokens=8, heal="sel")))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    c = e.counters()
+    assert c["requests_started"] == 1 and c["requests_aborted"] == 1 and c["requests_finished"] == 0
