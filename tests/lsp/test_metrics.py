@@ -193,3 +193,27 @@ async def test_metrics_count_an_engine_failure_and_its_restart(tiny_options, tmp
     assert value(m, "completer_engine_up") == 1 and value(m, "completer_engine_queue_depth") == 0
     # the rebuilt engine's own counters start again from 0: only the request it served
     assert value(m, "completer_engine_requests_total", state="started") == 1
+
+
+async def test_metrics_count_requests_refused_while_there_is_no_engine(tmp_path):
+    """An engine that cannot start (a model folder that does not exist): completions are refused with its error,
+    counted as ``refused``, and the engine is down."""
+    server = Server("tcp", args=("--metrics", "127.0.0.1:0", "--allow-client-models"), log_path=tmp_path / "tcp.log")
+    try:
+        c = await server.start()
+        url = await _metrics_url(server)
+        assert "result" in await c.initialize({"model": str(tmp_path / "no-model"), "draft": None,
+                                               "speculation": "none", "device": "cpu"}, debounceMs=0)
+        while not (await c.health())["engineError"]:
+            await asyncio.sleep(0.05)
+        await c.open_document("file:///r.py", DOC)
+        for _ in range(2):
+            r = await c.ask("textDocument/inlineCompletion", inline_params("file:///r.py", 4, 4), timeout=60)
+            assert r["error"]["code"] == -32803 and "no-model" in r["error"]["message"], r
+        m = scrape(url)
+    finally:
+        await server.stop()
+    assert value(m, "completer_requests_total", outcome="refused") == 2
+    assert value(m, "completer_requests_total", outcome="error") == 0
+    assert value(m, "completer_engine_up") == 0 and value(m, "completer_engine_loading_seconds") == 0
+    assert value(m, "completer_request_latency_seconds_count") == 0       # refusals are not answers
