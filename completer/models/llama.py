@@ -150,9 +150,10 @@ PACKINGS = ("fp16", "int8")
 class PackedLinear:
     """One weight matrix prepared for steps of a few tokens, where streaming the weights from memory is the cost.
 
-    "fp16": weights stored in half precision, multiplied in float32 (FBGEMM): half the bytes of float32 and, for a
+    "fp16": weights stored in half precision, multiplied in float32: half the bytes of float32 and, for a
     checkpoint saved in 16-bit (the house pair: bfloat16, all but ~0.01% of its values exactly representable),
-    the same products. "int8": int8 weights with one scale per output row, activations in bfloat16 (a quarter of
+    the same products. The matmul is the engine's own kernel (completer/engine/kernels.py: ~1.5x the bandwidth of
+    FBGEMM's at one token) when it builds on this machine, else torch's FBGEMM op. "int8": int8 weights with one scale per output row, activations in bfloat16 (a quarter of
     the bytes; changes the output slightly, so it is opt-in and its held-out quality is measured). Each row of the
     input is computed independently, so a one-token decode and a (k+1)-token verification agree, which lossless
     speculation relies on.
@@ -164,22 +165,39 @@ class PackedLinear:
         self.kind, self.out_features = kind, weight.shape[0]
         w = weight.detach().float().contiguous()
         b = None if bias is None else bias.detach().float().contiguous()
+        self._kernels = None
         if kind == "fp16":
-            self._packed = torch.ops.quantized.linear_prepack_fp16(w, b)
-            self._op = torch.ops.quantized.linear_dynamic_fp16
+            from completer.engine import kernels   # here: completer.engine imports this module
+            self._kernels = kernels.ops()
+            if self._kernels is not None:
+                self._packed, self._bias = self._kernels.pack_f16(w), b
+            else:
+                self._packed = torch.ops.quantized.linear_prepack_fp16(w, b)
+                self._op = torch.ops.quantized.linear_dynamic_fp16
         else:
             scale = w.abs().amax(dim=1).clamp(min=1e-12) / 127.0
             self._w = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8).contiguous()
             self._scale, self._bias = scale.to(torch.bfloat16), b
             self._op = torch.ops.aten._weight_int8pack_mm
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None,
+                 norm: RMSNorm | None = None) -> torch.Tensor:
+        """``norm``(x) @ W.T (+ bias) (+ ``residual``); the norm and the residual inside the kernel when it can."""
+        if self._kernels is not None:
+            if norm is None:
+                return self._kernels.linear_f16(x, self._packed, self.out_features, self._bias, residual)
+            return self._kernels.linear_f16(x, self._packed, self.out_features, self._bias, residual,
+                                            norm.weight, norm.eps)
+        if norm is not None:
+            x = F.rms_norm(x, x.shape[-1:], norm.weight, norm.eps)
         if self.kind == "fp16":
-            return self._op(x, self._packed)
-        y = self._op(x.reshape(-1, x.shape[-1]).to(torch.bfloat16), self._w, self._scale).float()
-        if self._bias is not None:
-            y += self._bias
-        return y.view(*x.shape[:-1], self.out_features)
+            y = self._op(x, self._packed)
+        else:
+            y = self._op(x.reshape(-1, x.shape[-1]).to(torch.bfloat16), self._w, self._scale).float()
+            if self._bias is not None:
+                y += self._bias
+            y = y.view(*x.shape[:-1], self.out_features)
+        return y if residual is None else y.add_(residual)
 
     @staticmethod
     def available(kind: str) -> str | None:
@@ -214,12 +232,16 @@ class Attention(nn.Module):
             return F.linear(x, f[0], f[1])
         return torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)
 
-    def forward(self, x: torch.Tensor, step: "_Step", layer: int, cache: KVCache | None) -> torch.Tensor:
-        """x [B,T,h] (normed) -> attention output before o_proj, [B,T,H*D]."""
+    def forward(self, x: torch.Tensor, step: "_Step", layer: int, cache: KVCache | None,
+                norm: "RMSNorm | None" = None) -> torch.Tensor:
+        """x [B,T,h] (normed, or ``norm`` given: normed in the packed q/k/v matmul) -> attention output before
+        o_proj, [B,T,H*D]."""
+        if norm is not None and not step.packed:
+            x = F.rms_norm(x, x.shape[-1:], norm.weight, norm.eps)
         c = self.c
         B, T, _ = x.shape
         H, Hkv, D = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        qkv = (self.packed[0](x) if step.packed else self.qkv(x)).view(B, T, H + 2 * Hkv, D)
+        qkv = (self.packed[0](x, norm=norm) if step.packed else self.qkv(x)).view(B, T, H + 2 * Hkv, D)
         qk = qkv[:, :, : H + Hkv]                                   # rotary on q and k in one go
         qk = torch.addcmul(qk * step.cos, qk.roll(D // 2, -1), step.sin)  # rotate-half: [x2,x1]*[-sin,sin]
         q, k, v = qk[:, :, :H], qk[:, :, H:], qkv[:, :, H + Hkv:]   # [B,T,heads,D]
@@ -284,11 +306,11 @@ class DecoderLayer(nn.Module):
         output matmuls (addmm): module-call and elementwise overhead is most of a small model's decode step."""
         attn, mlp, n1, n2 = self.self_attn, self.mlp, self.input_layernorm, self.post_attention_layernorm
         shape = x.shape
-        y = attn.forward(F.rms_norm(x, shape[-1:], n1.weight, n1.eps), step, layer, cache)
+        y = attn.forward(x, step, layer, cache, norm=n1)
         if step.packed:
-            x = x + attn.packed[1](y)
-            g, u = mlp.packed[0](F.rms_norm(x, shape[-1:], n2.weight, n2.eps)).chunk(2, dim=-1)
-            return x + mlp.packed[1](F.silu(g).mul_(u))
+            x = attn.packed[1](y, residual=x)
+            g, u = mlp.packed[0](x, norm=n2).chunk(2, dim=-1)
+            return mlp.packed[1](F.silu(g).mul_(u), residual=x)
         x = torch.addmm(x.reshape(-1, shape[-1]), y.reshape(-1, y.shape[-1]), attn.o_proj.weight.t()).view(shape)
         g, u = mlp.gate_up(F.rms_norm(x, shape[-1:], n2.weight, n2.eps))
         act = F.silu(g).mul_(u)
@@ -366,8 +388,8 @@ class LlamaForCausalLM(nn.Module):
         if last_only:
             x = x[:, -1:]
         norm = self.model.norm
-        x = F.rms_norm(x, x.shape[-1:], norm.weight, norm.eps)
-        logits = self._packed_head(x) if packed else F.linear(x, self.lm_head.weight)                 # [B,T,V]
+        logits = (self._packed_head(x, norm=norm) if packed                                            # [B,T,V]
+                  else F.linear(F.rms_norm(x, x.shape[-1:], norm.weight, norm.eps), self.lm_head.weight))
         if cache is not None:
             cache.length = start + T
             if B == 1:
@@ -395,8 +417,8 @@ class LlamaForCausalLM(nn.Module):
         for i, layer in enumerate(self.model.layers):
             x = layer.forward(x, step, i, None)
         norm = self.model.norm
-        x = F.rms_norm(x, x.shape[-1:], norm.weight, norm.eps)
-        logits = (self._packed_head(x) if packed else F.linear(x, self.lm_head.weight))[:, 0]   # [B,V]
+        logits = (self._packed_head(x, norm=norm) if packed                                            # [B,V]
+                  else F.linear(F.rms_norm(x, x.shape[-1:], norm.weight, norm.eps), self.lm_head.weight))[:, 0]
         for c, st, t in zip(caches, starts, input_ids.tolist()):
             c.length = st + 1
             c.tokens.append(t)

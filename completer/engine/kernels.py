@@ -1,0 +1,73 @@
+"""The engine's own CPU kernel for the matmuls of a decode / verification step (issue 17), built once and cached.
+
+Why: at one to a few tokens per step, a matmul streams its weights once and does little arithmetic with them, so
+its speed is the memory bandwidth it reaches. torch's fp16-weight op (FBGEMM) reaches ~9-10 GB/s on the house model
+where llama.cpp's f32 kernels stream ~19 GB/s; ``matvec.cpp`` reads each half-precision weight row once per group of
+up to 4 input rows, converts it in registers (AVX-512 + F16C) and splits the output rows over torch's intra-op threads.
+
+The extension is compiled with torch's C++ extension builder (g++ and ninja) the first time it is asked for and
+cached under torch's extensions folder (``TORCH_EXTENSIONS_DIR``), keyed by the source, so a later start loads it in
+milliseconds. When it cannot be built (no compiler, no ninja, a build error) ``ops()`` is None, one log line
+says why, and the model keeps torch's FBGEMM op.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+_SOURCE = Path(__file__).with_name("matvec.cpp")
+_lock = threading.Lock()
+_state: dict[str, object] = {}
+
+DISABLE_ENV = "COMPLETER_NO_KERNELS"   # set to 1 to keep torch's ops (a comparison, or a machine where the build hangs)
+
+
+def _build() -> object | None:
+    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
+        _state["reason"] = f"{DISABLE_ENV} is set"
+        return None
+    try:
+        from torch.utils import cpp_extension
+        native = ["-O3", "-march=native"] if os.uname().machine in ("x86_64", "AMD64") else ["-O3"]
+        cpp_extension.load(name="completer_kernels", sources=[str(_SOURCE)], extra_cflags=native,
+                           is_python_module=False, verbose=False)
+        ops = torch.ops.completer_kernels
+        # one check against torch before the model trusts it (a miscompiled kernel must not give wrong text)
+        g = torch.Generator().manual_seed(0)
+        for m, k, n in ((1, 320, 67), (9, 333, 200)):
+            x, w = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g).half()
+            b, r = torch.randn(n, generator=g), torch.randn(m, n, generator=g)
+            nw = torch.rand(k, generator=g) + 0.5
+            want = x @ w.float().t() + b + r
+            wantn = torch.nn.functional.rms_norm(x, (k,), nw, 1e-5) @ w.float().t()
+            if not (torch.allclose(ops.linear_f16(x, ops.pack_f16(w), n, b, r), want, rtol=1e-4, atol=1e-4)
+                    and torch.allclose(ops.linear_f16(x, ops.pack_f16(w), n, None, None, nw, 1e-5), wantn,
+                                       rtol=1e-4, atol=1e-4)):
+                raise RuntimeError("linear_f16 disagrees with torch on a test matrix")
+        return ops
+    except Exception as e:  # noqa: BLE001 - any build failure means: use torch's op
+        _state["reason"] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
+        return None
+
+
+def ops() -> object | None:
+    """torch.ops.completer_kernels, or None (see ``reason``): ``pack_f16(w [N,K]) -> packed`` and
+    ``linear_f16(x [...,K] float32, packed, N, bias=None, residual=None, norm=None, eps=0.0)
+    -> rms_norm(x, norm, eps) @ w.T + bias + residual`` (no norm when ``norm`` is None)."""
+    with _lock:
+        if "op" not in _state:
+            _state["op"] = _build()
+            if _state["op"] is None:
+                log.warning("completer kernels unavailable, using torch's fp16 matmul: %s", _state.get("reason"))
+        return _state["op"]  # type: ignore[return-value]
+
+
+def reason() -> str | None:
+    """Why ``ops()`` is None (after it was asked for), else None."""
+    return _state.get("reason")  # type: ignore[return-value]
