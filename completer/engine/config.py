@@ -72,7 +72,13 @@ class EngineConfig:
             raise ValueError("tensor_parallel_size must be >= 1")
         if self.backend == "torch":
             self._refuse_vllm_only_settings()
-        else:
+        else:                                           # vLLM: what can be checked before vLLM is even imported
+            if self.speculation == "draft+ngram":
+                raise ValueError("speculation='draft+ngram' is the embedded backend's: the vLLM backend runs one "
+                                 "proposer per engine (use 'draft', 'eagle3', 'ngram' or 'ngram_gpu')")
+            if self.device not in ("auto", "cuda"):
+                raise ValueError(f"device={self.device!r}: the vLLM backend runs on the CUDA GPUs that "
+                                 f"CUDA_VISIBLE_DEVICES shows; use 'auto' (or 'cuda')")
             from .vllm_engine import VLLM_QUANTIZATION  # the module imports vLLM only when an engine is built
             for setting in ("quantization", "draft_quantization"):
                 method = getattr(self, setting)

@@ -42,6 +42,8 @@ TABLE = [
     ("vllm", dict(tensor_parallel_size=4, draft_tensor_parallel_size=2), "draft_tensor_parallel_size"),
     ("vllm", dict(speculation="ngram_gpu", draft_tensor_parallel_size=1), "draft_tensor_parallel_size"),
     ("vllm", dict(device="cpu"), "device"),
+    ("vllm", dict(device="cuda:1"), "device"),
+    ("vllm", dict(speculation="draft+ngram"), "speculation"),
 ]
 
 
