@@ -274,6 +274,8 @@ async def main() -> None:
     ap.add_argument("--deadline-s", type=float, default=560)
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--load-s", type=float, default=60)
+    ap.add_argument("--options-json", default="{}", help="server options for every replay, e.g. "
+                    "'{\"tokenHealing\": false}'")
     ap.add_argument("--fp8-replays", default="full,first-line", help="the replays of lsp-7b-fp8")
     ap.add_argument("--traces", type=Path, default=ROOT / "bench" / "traces", help="replay traces (file or folder)")
     ap.add_argument("--engine-json", default="{}", help="engine settings over each stage's (a CPU dry run of the "
@@ -323,7 +325,8 @@ async def main() -> None:
                 replays = ({n: REPLAYS[n] for n in args.fp8_replays.split(",") if n} if stage == "lsp-7b-fp8" else
                            REPLAYS if stage.startswith("lsp-7b") else {"replay": {}})
                 for name, opts in replays.items():
-                    r = await replay_on(server.url, engine, name, opts, out, args.traces)
+                    r = await replay_on(server.url, engine, name, {**json.loads(args.options_json), **opts}, out,
+                                        args.traces)
                     res[name] = r
                     a = r["all_keystrokes"]
                     print(f"   {name}: all keys p50/p95 {a['answer_ms_all']['p50']}/{a['answer_ms_all']['p95']} ms, "
