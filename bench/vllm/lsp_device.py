@@ -71,6 +71,11 @@ def engine_for(stage: str) -> dict:
     raise ValueError(stage)
 
 
+def merge_engine(engine: dict, override_json: str) -> dict:
+    """``engine`` with ``--engine-json`` over it; a null value removes the setting."""
+    return {k: v for k, v in {**engine, **json.loads(override_json)}.items() if v is not None}
+
+
 def gpu_mem_mib() -> int | None:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
@@ -218,8 +223,7 @@ async def kill9(server: Server, engine: dict) -> dict:
 async def load_stage(args, out: Path) -> dict:
     from bench import reliability
 
-    opts = {"backend": "vllm", "gpu_memory_utilization": GPU_UTIL,    # house defaults: target + house draft
-            **json.loads(args.engine_json)}
+    opts = merge_engine({"backend": "vllm", "gpu_memory_utilization": GPU_UTIL}, args.engine_json)  # house defaults
     samples: list = []
     stop = asyncio.Event()
 
@@ -278,8 +282,9 @@ async def main() -> None:
                     "'{\"tokenHealing\": false}'")
     ap.add_argument("--fp8-replays", default="full,first-line", help="the replays of lsp-7b-fp8")
     ap.add_argument("--traces", type=Path, default=ROOT / "bench" / "traces", help="replay traces (file or folder)")
-    ap.add_argument("--engine-json", default="{}", help="engine settings over each stage's (a CPU dry run of the "
-                    "flow: '{\"backend\": \"torch\", \"device\": \"cpu\"}')")
+    ap.add_argument("--engine-json", default="{}", help="engine settings over each stage's, null removes one (a CPU "
+                    "dry run of the flow: '{\"backend\": \"torch\", \"device\": \"cpu\", "
+                    "\"gpu_memory_utilization\": null}')")
     args = ap.parse_args()
     t_start = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -318,7 +323,7 @@ async def main() -> None:
                     (server, engine), kept = kept, None
                     res = await kill9(server, engine)
             else:
-                engine = {**engine_for(stage), **json.loads(args.engine_json)}
+                engine = merge_engine(engine_for(stage), args.engine_json)
                 server, res["start"] = await start_server(engine, out / "server.log")
                 print(f"   engine ready in {res['start']['engine_ready_s']:.0f} s, warm-up "
                       f"{res['start']['warmup_ms']} ms", flush=True)
