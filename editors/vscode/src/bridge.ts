@@ -53,6 +53,10 @@ export interface CancelToken {
 
 export type Send = (params: InlineCompletionParams, token: CancelToken) => Promise<InlineResult>;
 
+/** The server's answer while its engine starts or restarts (lsp/engine_host.py, completer/engine/supervisor.py):
+ * not a failure, the ghost text comes once the engine is there. */
+const LOADING = /^engine (loading|restarting)\b/;
+
 function isCancelled(e: unknown): boolean {
   const code = (e as { code?: unknown })?.code;
   return code === REQUEST_CANCELLED || code === SERVER_CANCELLED;
@@ -65,6 +69,7 @@ export class InlineBridge {
   cancelled = 0;
   errors = 0;
   lastError: string | null = null;
+  loading: string | null = null;   // the last "engine loading ..." answer, until a request is answered
 
   constructor(private readonly send: Send, private readonly now: () => number = () => performance.now(),
               private readonly onUpdate: (b: InlineBridge) => void = () => {}) {}
@@ -83,14 +88,20 @@ export class InlineBridge {
         return [];
       }
       this.lastLatencyMs = this.now() - started;
+      this.loading = null;
       return toGhostItems(result, cursor);
     } catch (e) {
       if (isCancelled(e) || token.isCancellationRequested) {
         this.cancelled++;
         return [];
       }
+      const message = e instanceof Error ? e.message : String(e);
+      if (LOADING.test(message)) {
+        this.loading = message;
+        return [];
+      }
       this.errors++;
-      this.lastError = e instanceof Error ? e.message : String(e);
+      this.lastError = message;
       return [];
     } finally {
       this.onUpdate(this);
@@ -99,6 +110,7 @@ export class InlineBridge {
 
   /** Status-bar text. */
   status(): string {
+    if (this.loading) return '$(sync~spin) completer: loading model';
     if (this.lastError && this.errors > 0 && this.lastLatencyMs === null) return '$(error) completer';
     return this.lastLatencyMs === null ? '$(sparkle) completer' : `$(sparkle) ${Math.round(this.lastLatencyMs)} ms`;
   }

@@ -46,6 +46,26 @@ test('latency is the time of the request; cancellation and errors give no items'
   assert.equal(seen.length, 3);
 });
 
+test('"engine loading" while the server starts its engine is shown as loading, not as an error', async () => {
+  const answers: Array<() => Promise<unknown>> = [
+    async () => { throw Object.assign(new Error("engine loading (vllm, model '/m/7b'): 37 s so far"), { code: -32803 }); },
+    async () => { throw Object.assign(new Error('engine restarting after a failure (x): 3 s so far; try again'),
+                                      { code: -32803 }); },
+    async () => ({ items: [{ insertText: 'x' }] }),
+  ];
+  const updates: string[] = [];
+  const b = new InlineBridge(async () => (await answers.shift()!()) as never, () => 0, (x) => updates.push(x.status()));
+  const token = { isCancellationRequested: false };
+  assert.deepEqual(await b.provide('file:///a', at(0, 1), 2, token), []);
+  assert.deepEqual(await b.provide('file:///a', at(0, 1), 2, token), []);
+  assert.equal(b.errors, 0);
+  assert.match(b.loading ?? '', /^engine restarting/);
+  assert.equal((await b.provide('file:///a', at(0, 1), 2, token)).length, 1);
+  assert.equal(b.loading, null);
+  assert.deepEqual(updates, ['$(sync~spin) completer: loading model', '$(sync~spin) completer: loading model',
+                             '$(sparkle) 0 ms']);
+});
+
 test('the suggestion selected in the list is forwarded as selectedCompletionInfo', async () => {
   const seen: InlineCompletionParams[] = [];
   const b = new InlineBridge(async (p) => { seen.push(p); return { items: [] }; });
