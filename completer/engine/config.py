@@ -16,6 +16,7 @@ VLLM_ONLY_SETTINGS = {
     "gpu_memory_utilization": "allocates what the models and their caches need",
     "enforce_eager": "always runs eagerly (no CUDA graphs)",
     "load_format": "loads the model's own weights",
+    "async_scheduling": "schedules each step after the previous one",
 }
 
 
@@ -40,6 +41,8 @@ class EngineConfig:
                                               # (made by `completer train-drafter --target <model>`)
     draft_quantization: str | None = None     # vLLM only: the draft's/drafter's own quantization (e.g. "fp8")
     draft_tensor_parallel_size: int | None = None  # vLLM only: 1 or tensor_parallel_size (default: the target's)
+    async_scheduling: bool | None = None      # vLLM only: None = vLLM's choice (on, except with draft-model and CPU
+                                              # n-gram speculation); False schedules each step after the last
     # embedded (torch) backend on a CPU:
     threads: int = 0                          # most CPU threads a model step may use (0 = every core)
     batch_decode: bool = True                 # plain decode steps of concurrent requests in one forward
@@ -68,6 +71,8 @@ class EngineConfig:
         if self.backend == "torch" and self.quantization not in TORCH_QUANTIZATION:
             raise ValueError(f"quantization={self.quantization!r} is not available in the torch backend; "
                              f"choose one of {TORCH_QUANTIZATION}")
+        if not (self.async_scheduling is None or isinstance(self.async_scheduling, bool)):
+            raise ValueError(f"async_scheduling must be true, false or unset, got {self.async_scheduling!r}")
         if self.tensor_parallel_size < 1:
             raise ValueError("tensor_parallel_size must be >= 1")
         if self.backend == "torch":

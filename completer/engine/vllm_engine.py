@@ -62,6 +62,8 @@ def engine_kwargs(config: EngineConfig, model: Path | str, draft: Path | str | N
         disable_log_stats=True,          # our stat logger still gets every step's stats (custom loggers force it)
         seed=0,
     )
+    if config.async_scheduling is not None:
+        kw["async_scheduling"] = config.async_scheduling
     if config.quantization not in (None, "none"):
         kw["quantization"] = check_quantization(config.quantization, "quantization")
     k = speculative_k(config)

@@ -112,3 +112,10 @@ def test_merge_matches_record_draft():
 def test_without_vllm_the_error_says_how_to_get_it():
     with pytest.raises(EngineError, match="completer\\[vllm\\]"):
         create_engine(cfg(speculation="none"))
+
+
+def test_async_scheduling_is_vllms_choice_unless_set():
+    """Unset: vLLM decides (on without speculation; 2026-12-03b's engine-core failures happened only with it on,
+    so it can be switched off to compare); set: passed through."""
+    assert "async_scheduling" not in engine_kwargs(cfg(speculation="none"), "/m/t")
+    assert engine_kwargs(cfg(speculation="none", async_scheduling=False), "/m/t")["async_scheduling"] is False

@@ -12,7 +12,7 @@ export const ENGINE_FIELDS = [
   'backend', 'model', 'draft', 'speculation', 'num_speculative_tokens', 'max_speculative_tokens', 'ngram_min',
   'ngram_max', 'prefix_cache', 'device', 'dtype', 'tensor_parallel_size', 'gpu_memory_utilization', 'enforce_eager',
   'load_format', 'drafter', 'draft_quantization', 'draft_tensor_parallel_size', 'threads', 'batch_decode',
-  'adaptive_threads', 'quantization',
+  'adaptive_threads', 'quantization', 'async_scheduling',
 ];
 export const ENGINE_SETTINGS: Record<string, string> = {
   backend: 'backend', model: 'model', draft: 'draft', drafter: 'drafter', speculation: 'speculation',

@@ -27,6 +27,7 @@ TABLE = [
     ("torch", dict(gpu_memory_utilization=0.5), "gpu_memory_utilization"),
     ("torch", dict(enforce_eager=True), "enforce_eager"),
     ("torch", dict(load_format="dummy"), "load_format"),
+    ("torch", dict(async_scheduling=False), "async_scheduling"),
     # vLLM backend: passed through to vLLM, refused by name before the engine starts
     ("vllm", dict(quantization="fp8"), None),
     ("vllm", dict(quantization="awq"), None),
@@ -44,6 +45,8 @@ TABLE = [
     ("vllm", dict(device="cpu"), "device"),
     ("vllm", dict(device="cuda:1"), "device"),
     ("vllm", dict(speculation="draft+ngram"), "speculation"),
+    ("vllm", dict(async_scheduling=False), None),
+    ("vllm", dict(async_scheduling="no"), "async_scheduling"),
 ]
 
 
@@ -63,7 +66,7 @@ def _check(backend: str, settings: dict, tiny_pair) -> None:
     settings = {"speculation": "draft", **settings}
     cfg = EngineConfig(backend="vllm", **settings)
     kw = engine_kwargs(cfg, "/m/target", "/m/draft")          # VLLMEngine's first step, before vLLM is imported
-    for name in ("quantization", "tensor_parallel_size"):
+    for name in ("quantization", "tensor_parallel_size", "async_scheduling"):
         if name in settings:
             assert kw[name] == settings[name]
     spec = kw.get("speculative_config", {})
