@@ -328,7 +328,8 @@ class VLLMEngine:
         (usually one or two; prefix caching makes their prefills nearly free)."""
         left, new, text = request.heal, [], ""
         while left and len(new) < request.max_new_tokens:
-            allowed = healing.allowed_tokens(self.tokenizer, left)
+            allowed = healing.allowed_tokens(self.tokenizer, left, self.n_vocab)   # ids past the model's
+            # vocabulary would fail inside vLLM's engine core (it checks them against the tokenizer's length only)
             if not allowed:
                 break
             kw = dict(sampling_kwargs(request), max_tokens=1, stop=[])

@@ -108,3 +108,15 @@ async def test_a_request_cancelled_while_healing_counts_as_aborted(tok):
         await task
     c = e.counters()
     assert c["requests_started"] == 1 and c["requests_aborted"] == 1 and c["requests_finished"] == 0
+
+
+async def test_healing_allows_only_ids_of_the_models_vocabulary(tok):
+    """A tokenizer larger than the model's vocabulary: the healing step's allowed ids stay below n_vocab."""
+    full = list(healing.allowed_tokens(tok, "sel"))
+    cut = max(full)                                   # the model has one id fewer than the tokenizer offers here
+    keep = [i for i in full if i < cut]
+    covering = next(i for i in keep if tok.decode([i]).startswith("sel"))
+    e = engine(tok, {"r#heal0": [covering], "r": [tok.token_to_id("x")]})
+    e.n_vocab = cut
+    await run(e, Request("r", [5, 6, 7], max_new_tokens=4, heal="sel"))
+    assert e.llm.calls[0][2]["allowed_token_ids"] == keep and len(keep) < len(full)
