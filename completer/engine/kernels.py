@@ -3,7 +3,10 @@
 Why: at one to a few tokens per step, a matmul streams its weights once and does little arithmetic with them, so
 its speed is the memory bandwidth it reaches. torch's fp16-weight op (FBGEMM) reaches ~9-10 GB/s on the house model
 where llama.cpp's f32 kernels stream ~19 GB/s; ``matvec.cpp`` reads each half-precision weight row once per group of
-up to 4 input rows, converts it in registers (AVX-512 + F16C) and splits the output rows over torch's intra-op threads.
+up to 6 input rows, converts it in registers (AVX-512 + F16C) and splits the output rows over torch's intra-op threads;
+the RMSNorm before a matmul, the MLP's silu(gate)*up and the residual add are done inside it, and the attention of
+a step (rotary, cache write, softmax over the cached keys in blocks split over the threads) is one more kernel:
+on a small model each of those was a handful of torch ops whose dispatch cost more than their arithmetic.
 
 The extension is compiled with torch's C++ extension builder (g++ and ninja) the first time it is asked for and
 cached under torch's extensions folder (``TORCH_EXTENSIONS_DIR``), keyed by the source, so a later start loads it in
@@ -50,6 +53,17 @@ def _build() -> object | None:
                     and torch.allclose(ops.linear_f16(x, ops.pack_f16(w), n, None, None, nw, 1e-5), wantn,
                                        rtol=1e-4, atol=1e-4)):
                 raise RuntimeError("linear_f16 disagrees with torch on a test matrix")
+        # attend: 2 new tokens after 3 cached positions, no rotation (cos 1, sin 0), 2 query heads on 1 key head
+        qkv, kc, vc = torch.randn(2, 4 * 16, generator=g), torch.randn(1, 8, 16, generator=g), torch.zeros(1, 8, 16)
+        vc[:, :3] = torch.randn(1, 3, 16, generator=g)
+        y = ops.attend(qkv, torch.ones(2, 16), torch.zeros(2, 16), kc, vc, 3, 2, 1)
+        x = qkv.view(2, 4, 16)
+        keys, vals = torch.cat([kc[0, :3], x[:, 2]]), torch.cat([vc[0, :3], x[:, 3]])   # what attend wrote too
+        for t in range(2):
+            for h in range(2):
+                p = torch.softmax(keys[:4 + t] @ x[t, h] / 4.0, 0)
+                if not torch.allclose(y[t, h * 16:(h + 1) * 16], p @ vals[:4 + t], rtol=1e-4, atol=1e-5):
+                    raise RuntimeError("attend disagrees with torch on a test case")
         return ops
     except Exception as e:  # noqa: BLE001 - any build failure means: use torch's op
         _state["reason"] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
@@ -58,8 +72,10 @@ def _build() -> object | None:
 
 def ops() -> object | None:
     """torch.ops.completer_kernels, or None (see ``reason``): ``pack_f16(w [N,K]) -> packed`` and
-    ``linear_f16(x [...,K] float32, packed, N, bias=None, residual=None, norm=None, eps=0.0)
-    -> rms_norm(x, norm, eps) @ w.T + bias + residual`` (no norm when ``norm`` is None)."""
+    ``linear_f16(x [...,K] float32, packed, N, bias=None, residual=None, norm=None, eps=0.0, glu=False)
+    -> rms_norm(x, norm, eps) @ w.T + bias + residual`` (no norm when ``norm`` is None; with ``glu`` x is
+    [gate, up] and the input silu(gate) * up), and ``attend(qkv, cos, sin, k_cache, v_cache, start, H, Hkv)``:
+    rotary, the cache write and causal grouped-query attention of a few new tokens (see matvec.cpp)."""
     with _lock:
         if "op" not in _state:
             _state["op"] = _build()

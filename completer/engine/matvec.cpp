@@ -10,7 +10,10 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 #include <c10/util/Half.h>
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 #include <cstdint>
 #if defined(__AVX512F__) && defined(__F16C__)
 #include <immintrin.h>
@@ -18,6 +21,43 @@
 #endif
 
 namespace {
+
+#ifdef COMPLETER_AVX512
+// e^x for x <= 0 (softmax after subtracting the max, and silu's e^-|a|): range reduction by ln 2 and a degree-6
+// polynomial, ~1 ulp; e^x underflows to 0 below -87.
+inline __m512 exp512(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+#endif
+
+// silu(a) * b = a / (1 + e^-a) * b over n values
+void silu_mul(const float* a, const float* b, float* out, int64_t n) {
+  int64_t i = 0;
+#ifdef COMPLETER_AVX512
+  for (; i + 16 <= n; i += 16) {
+    const __m512 av = _mm512_loadu_ps(a + i);
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(av)));   // e^-|a|
+    // sigmoid(a) = 1/(1+e^-a) for a >= 0, e^a/(1+e^a) for a < 0 (no overflow either way)
+    const __m512 sig_pos = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+    const __m512 sig = _mm512_mask_mul_ps(sig_pos, _mm512_cmp_ps_mask(av, _mm512_setzero_ps(), _CMP_LT_OQ), e,
+                                          sig_pos);
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(av, sig), _mm512_loadu_ps(b + i)));
+  }
+#endif
+  for (; i < n; ++i) out[i] = a[i] / (1.0f + std::exp(-a[i])) * b[i];
+}
 
 // Weights are packed by ``pack_f16``: rows in groups of 16, each group stored k-major ([N/16][K][16] halves), so one
 // 32-byte load is weight k of 16 output rows. An output row's sum then runs over k in order in one vector lane, with
@@ -118,17 +158,24 @@ at::Tensor pack_f16(const at::Tensor& w) {
 }
 
 // x [..., K] float32, w from pack_f16, bias [N] float32 or none, residual [..., N] float32 or none -> [..., N].
+// With ``glu``, x is [..., 2K] = [gate, up] and the input is silu(gate) * up (the MLP's down projection).
 // With ``norm`` [K] float32: x is first RMS-normalised per row (x * rsqrt(mean(x^2) + eps) * norm, as F.rms_norm),
 // which on a small model costs more as separate torch ops than the arithmetic it does.
 at::Tensor linear_f16(const at::Tensor& x, const at::Tensor& w, int64_t N, const c10::optional<at::Tensor>& bias,
                       const c10::optional<at::Tensor>& residual, const c10::optional<at::Tensor>& norm,
-                      double eps) {
+                      double eps, bool glu) {
   TORCH_CHECK(x.scalar_type() == at::kFloat && w.scalar_type() == at::kHalf, "linear_f16: float32 x, packed w");
-  TORCH_CHECK(w.dim() == 3 && w.size(2) == LANES && w.is_contiguous() && x.size(-1) == w.size(1) &&
+  TORCH_CHECK(w.dim() == 3 && w.size(2) == LANES && w.is_contiguous() && x.size(-1) == (glu ? 2 : 1) * w.size(1) &&
               w.size(0) * LANES >= N && w.size(0) * LANES < N + LANES, "linear_f16: w from pack_f16");
   const int64_t K = w.size(1), G = w.size(0);
   at::Tensor xc = x.contiguous();
-  const int64_t M = xc.numel() / K;
+  const int64_t M = xc.numel() / (glu ? 2 * K : K);
+  if (glu) {   // x = [gate, up] side by side: the input is silu(gate) * up
+    at::Tensor act = at::empty({M, K}, x.options());
+    for (int64_t m = 0; m < M; ++m)
+      silu_mul(xc.data_ptr<float>() + m * 2 * K, xc.data_ptr<float>() + m * 2 * K + K, act.data_ptr<float>() + m * K, K);
+    xc = act;
+  }
   if (norm.has_value() && norm->defined()) {
     const at::Tensor nc = norm->contiguous();
     TORCH_CHECK(nc.scalar_type() == at::kFloat && nc.numel() == K, "linear_f16: norm [K] float32");
@@ -172,14 +219,142 @@ at::Tensor linear_f16(const at::Tensor& x, const at::Tensor& w, int64_t N, const
   return out;
 }
 
+// One attention step after the cached positions, for one sequence: q/k/v of T new tokens side by side
+// (qkv [T, (H+2Hkv)*D], the q/k/v matmul's output), rotary (x*cos + roll(x, D/2)*sin, sin with the rotate-half sign
+// folded in, as the model), k and v written into the cache at start..start+T-1 (kc, vc: [Hkv, capacity, D] views
+// of the layer's cache), then causal attention of each new query over keys 0..its own position, grouped-query (H/Hkv
+// query heads per key head) -> [T, H*D]. Keys are processed in fixed blocks of 128 positions, split over the
+// threads, and the blocks' partial softmaxes are combined in order, so a query's numbers depend on neither the
+// number of threads nor the number of new tokens (a decode step and a verification step agree).
+constexpr int64_t KEYS = 128;
+
+at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& kc, const at::Tensor& vc,
+                  int64_t start, int64_t H, int64_t Hkv) {
+  TORCH_CHECK(qkv.scalar_type() == at::kFloat && kc.scalar_type() == at::kFloat && vc.scalar_type() == at::kFloat,
+              "attend: float32");
+  TORCH_CHECK(kc.dim() == 3 && vc.dim() == 3 && kc.size(0) == Hkv && kc.stride(2) == 1 && vc.stride(2) == 1 &&
+              kc.sizes() == vc.sizes(), "attend: cache views [Hkv, capacity, D]");
+  const int64_t D = kc.size(2), T = qkv.numel() / ((H + 2 * Hkv) * D), S = start + T, rep = H / Hkv;
+  TORCH_CHECK(T * (H + 2 * Hkv) * D == qkv.numel() && H % Hkv == 0 && S <= kc.size(1) && D % 16 == 0,
+              "attend: shapes");
+  const at::Tensor qc = qkv.contiguous(), cc = cos.contiguous(), sc = sin.contiguous();
+  TORCH_CHECK(cc.numel() == T * D && sc.numel() == T * D, "attend: cos/sin [T, D]");
+  const float* src = qc.data_ptr<float>();
+  const float* cp = cc.data_ptr<float>();
+  const float* sp = sc.data_ptr<float>();
+  float* kp = kc.data_ptr<float>();
+  float* vp = vc.data_ptr<float>();
+  const int64_t ks0 = kc.stride(0), ks1 = kc.stride(1), vs0 = vc.stride(0), vs1 = vc.stride(1);
+  const int64_t W = (H + 2 * Hkv) * D, half = D / 2;
+  at::Tensor qr = at::empty({T, H, D}, qkv.options());
+  float* q = qr.data_ptr<float>();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  auto rope = [&](const float* x, float* y, int64_t t) {
+    for (int64_t i = 0; i < D; ++i) {
+      const float rolled = x[i < half ? i + half : i - half];
+      y[i] = x[i] * cp[t * D + i] + rolled * sp[t * D + i];
+    }
+  };
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = src + t * W;
+    for (int64_t h = 0; h < H; ++h) {
+      rope(row + h * D, q + (t * H + h) * D, t);
+      for (int64_t i = 0; i < D; ++i) q[(t * H + h) * D + i] *= scale;
+    }
+    for (int64_t g = 0; g < Hkv; ++g) {
+      rope(row + (H + g) * D, kp + g * ks0 + (start + t) * ks1, t);
+      std::memcpy(vp + g * vs0 + (start + t) * vs1, row + (H + Hkv + g) * D, D * sizeof(float));
+    }
+  }
+  const int64_t blocks = (S + KEYS - 1) / KEYS, R = rep * T;      // rows per key head: its query heads x tokens
+  // partial results per (key head, block, row): max, sum, D outputs
+  std::vector<float> pm(Hkv * blocks * R), pl(Hkv * blocks * R), po(Hkv * blocks * R * D);
+  at::parallel_for(0, Hkv * blocks, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<float> sc_(KEYS);
+    for (int64_t task = b0; task < b1; ++task) {
+      const int64_t g = task / blocks, blk = task % blocks, j0 = blk * KEYS;
+      const float* kg = kp + g * ks0;
+      const float* vg = vp + g * vs0;
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t t = r % T, h = g * rep + r / T;
+        const int64_t idx = (g * blocks + blk) * R + r;
+        const int64_t j1 = std::min(j0 + KEYS, start + t + 1);  // keys this query sees in the block
+        float* o = po.data() + idx * D;
+        if (j1 <= j0) { pm[idx] = -INFINITY; pl[idx] = 0.f; std::fill(o, o + D, 0.f); continue; }
+        const float* qv = q + (t * H + h) * D;
+        float mx = -INFINITY;
+        for (int64_t j = j0; j < j1; ++j) {
+          const float* kj = kg + j * ks1;
+          float d;
+#ifdef COMPLETER_AVX512
+          __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qv), _mm512_loadu_ps(kj));
+          for (int64_t i = 16; i < D; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qv + i), _mm512_loadu_ps(kj + i), acc);
+          d = _mm512_reduce_add_ps(acc);
+#else
+          d = 0.f;
+          for (int64_t i = 0; i < D; ++i) d += qv[i] * kj[i];
+#endif
+          sc_[j - j0] = d;
+          mx = std::max(mx, d);
+        }
+        const int64_t n = j1 - j0;
+        float l = 0.f;
+        int64_t jj = 0;
+#ifdef COMPLETER_AVX512
+        __m512 lv = _mm512_setzero_ps();
+        for (; jj + 16 <= n; jj += 16) {
+          const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(sc_.data() + jj), _mm512_set1_ps(mx)));
+          _mm512_storeu_ps(sc_.data() + jj, e);
+          lv = _mm512_add_ps(lv, e);
+        }
+        l = _mm512_reduce_add_ps(lv);
+#endif
+        for (; jj < n; ++jj) { sc_[jj] = std::exp(sc_[jj] - mx); l += sc_[jj]; }
+        std::fill(o, o + D, 0.f);
+        for (int64_t j = 0; j < n; ++j) {
+          const float p = sc_[j];
+          const float* vj = vg + (j0 + j) * vs1;
+          for (int64_t i = 0; i < D; ++i) o[i] += p * vj[i];
+        }
+        pm[idx] = mx;
+        pl[idx] = l;
+      }
+    }
+  });
+  at::Tensor out = at::empty({T, H * D}, qkv.options());
+  float* op = out.data_ptr<float>();
+  for (int64_t g = 0; g < Hkv; ++g)
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t t = r % T, h = g * rep + r / T;
+      float M = -INFINITY;
+      for (int64_t blk = 0; blk < blocks; ++blk) M = std::max(M, pm[(g * blocks + blk) * R + r]);
+      float L = 0.f;
+      float* y = op + t * H * D + h * D;
+      std::fill(y, y + D, 0.f);
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        const int64_t idx = (g * blocks + blk) * R + r;
+        if (pl[idx] == 0.f) continue;
+        const float c = std::exp(pm[idx] - M);
+        L += pl[idx] * c;
+        const float* o = po.data() + idx * D;
+        for (int64_t i = 0; i < D; ++i) y[i] += o[i] * c;
+      }
+      const float inv = 1.0f / L;
+      for (int64_t i = 0; i < D; ++i) y[i] *= inv;
+    }
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(completer_kernels, m) {
   m.def("pack_f16(Tensor w) -> Tensor");
-  m.def("linear_f16(Tensor x, Tensor w, int n, Tensor? bias=None, Tensor? residual=None, Tensor? norm=None, float eps=0.0) -> Tensor");
+  m.def("attend(Tensor qkv, Tensor cos, Tensor sin, Tensor(a!) kc, Tensor(b!) vc, int start, int H, int Hkv) -> Tensor");
+  m.def("linear_f16(Tensor x, Tensor w, int n, Tensor? bias=None, Tensor? residual=None, Tensor? norm=None, float eps=0.0, bool glu=False) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(completer_kernels, CPU, m) {
   m.impl("pack_f16", &pack_f16);
+  m.impl("attend", &attend);
   m.impl("linear_f16", &linear_f16);
 }

@@ -181,13 +181,18 @@ class PackedLinear:
             self._op = torch.ops.aten._weight_int8pack_mm
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None,
-                 norm: RMSNorm | None = None) -> torch.Tensor:
-        """``norm``(x) @ W.T (+ bias) (+ ``residual``); the norm and the residual inside the kernel when it can."""
+                 norm: RMSNorm | None = None, glu: bool = False) -> torch.Tensor:
+        """``norm``(x) @ W.T (+ bias) (+ ``residual``); with ``glu``, x is [gate, up] and the input silu(gate) * up.
+        The norm, the activation and the residual are done inside the kernel when it is there."""
         if self._kernels is not None:
             if norm is None:
-                return self._kernels.linear_f16(x, self._packed, self.out_features, self._bias, residual)
+                return self._kernels.linear_f16(x, self._packed, self.out_features, self._bias, residual,
+                                                None, 0.0, glu)
             return self._kernels.linear_f16(x, self._packed, self.out_features, self._bias, residual,
-                                            norm.weight, norm.eps)
+                                            norm.weight, norm.eps, glu)
+        if glu:
+            g, u = x.chunk(2, dim=-1)
+            x = F.silu(g).mul_(u)
         if norm is not None:
             x = F.rms_norm(x, x.shape[-1:], norm.weight, norm.eps)
         if self.kind == "fp16":
@@ -241,6 +246,12 @@ class Attention(nn.Module):
         c = self.c
         B, T, _ = x.shape
         H, Hkv, D = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        if (step.packed and cache is not None and step.caches is None and B == 1 and D % 16 == 0
+                and self.packed[0]._kernels):
+            # rotary, the cache write and the attention in one kernel (completer/engine/matvec.cpp: attend)
+            qkv = self.packed[0](x, norm=norm)
+            return self.packed[0]._kernels.attend(qkv, step.cos, step.sin, cache.k[layer, 0], cache.v[layer, 0],
+                                                  step.start, H, Hkv).view(B, T, H * D)
         qkv = (self.packed[0](x, norm=norm) if step.packed else self.qkv(x)).view(B, T, H + 2 * Hkv, D)
         qk = qkv[:, :, : H + Hkv]                                   # rotary on q and k in one go
         qk = torch.addcmul(qk * step.cos, qk.roll(D // 2, -1), step.sin)  # rotate-half: [x2,x1]*[-sin,sin]
@@ -309,8 +320,7 @@ class DecoderLayer(nn.Module):
         y = attn.forward(x, step, layer, cache, norm=n1)
         if step.packed:
             x = attn.packed[1](y, residual=x)
-            g, u = mlp.packed[0](x, norm=n2).chunk(2, dim=-1)
-            return mlp.packed[1](F.silu(g).mul_(u), residual=x)
+            return mlp.packed[1](mlp.packed[0](x, norm=n2), residual=x, glu=True)
         x = torch.addmm(x.reshape(-1, shape[-1]), y.reshape(-1, y.shape[-1]), attn.o_proj.weight.t()).view(shape)
         g, u = mlp.gate_up(F.rms_norm(x, shape[-1:], n2.weight, n2.eps))
         act = F.silu(g).mul_(u)

@@ -80,3 +80,73 @@ def test_model_packed_step_matches_float_model():
         m(ids[:, :30], cache)
         steps = [m(ids[:, i:i + 1], cache) for i in range(30, 34)] + [m(ids[:, 34:40], cache)]   # decode, verify
     torch.testing.assert_close(torch.cat(steps, dim=1), ref[:, 30:], rtol=1e-4, atol=1e-4)
+
+
+@needs_kernels
+@pytest.mark.parametrize("m,k", [(1, 768), (3, 40)])
+def test_glu_input(m, k):
+    """glu=True: x = [gate, up], the matmul's input is silu(gate) * up (the MLP's down projection)."""
+    g = torch.Generator().manual_seed(2)
+    x, w = torch.randn(m, 2 * k, generator=g) * 4, torch.randn(50, k, generator=g) * 0.05
+    gate, up = x.chunk(2, dim=-1)
+    want = (F.silu(gate) * up) @ w.half().float().t()
+    torch.testing.assert_close(ops.linear_f16(x, ops.pack_f16(w), 50, None, None, None, 0.0, True), want,
+                               rtol=1e-4, atol=1e-4)
+
+
+def _reference_attention(qkv, cos, sin, k_prev, v_prev, H, Hkv, D):
+    """The model's own ops: rotary, keys/values appended, causal grouped-query SDPA after the cached positions."""
+    T = qkv.shape[0]
+    x = qkv.view(T, H + 2 * Hkv, D)
+    qk = x[:, :H + Hkv] * cos[:, None] + x[:, :H + Hkv].roll(D // 2, -1) * sin[:, None]
+    q, k, v = qk[:, :H], qk[:, H:], x[:, H + Hkv:]
+    keys = torch.cat([k_prev, k.transpose(0, 1)], dim=1)          # [Hkv, S, D]
+    vals = torch.cat([v_prev, v.transpose(0, 1)], dim=1)
+    start, S = k_prev.shape[1], k_prev.shape[1] + T
+    mask = torch.arange(S)[None, :] <= (start + torch.arange(T))[:, None]     # [T, S]
+    y = F.scaled_dot_product_attention(q.transpose(0, 1)[None], keys[None], vals[None], attn_mask=mask,
+                                       enable_gqa=True)            # [1, H, T, D]
+    return y[0].transpose(0, 1).reshape(T, H * D), keys, vals
+
+
+@needs_kernels
+@pytest.mark.parametrize("start,T,H,Hkv", [(0, 1, 5, 1), (0, 7, 4, 2), (900, 1, 5, 1), (900, 9, 5, 1),
+                                           (127, 2, 4, 4), (300, 16, 6, 2)])
+def test_attend_matches_model_ops(start, T, H, Hkv):
+    D, cap = 64, 1024
+    g = torch.Generator().manual_seed(start + T)
+    qkv = torch.randn(T, (H + 2 * Hkv) * D, generator=g)
+    ang = torch.rand(T, D // 2, generator=g) * 6
+    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([-ang.sin(), ang.sin()], -1)
+    kc, vc = torch.zeros(Hkv, cap, D), torch.zeros(Hkv, cap, D)
+    kc[:, :start], vc[:, :start] = torch.randn(Hkv, start, D, generator=g), torch.randn(Hkv, start, D, generator=g)
+    want, keys, vals = _reference_attention(qkv, cos, sin, kc[:, :start].clone(), vc[:, :start].clone(), H, Hkv, D)
+    got = ops.attend(qkv, cos, sin, kc, vc, start, H, Hkv)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(kc[:, :start + T], keys, rtol=1e-6, atol=1e-6)   # the new keys/values were written
+    torch.testing.assert_close(vc[:, :start + T], vals, rtol=0, atol=0)
+
+
+@needs_kernels
+def test_attend_query_independent_of_step_size_and_threads():
+    """A verification step's row t equals the decode step at that position, bitwise, at 1 and 2 threads."""
+    H, Hkv, D, start, T = 5, 1, 64, 700, 6
+    g = torch.Generator().manual_seed(9)
+    qkv = torch.randn(T, (H + 2 * Hkv) * D, generator=g)
+    cos, sin = torch.randn(T, D, generator=g), torch.randn(T, D, generator=g)
+    base_k, base_v = torch.randn(Hkv, 1024, D, generator=g), torch.randn(Hkv, 1024, D, generator=g)
+    before = torch.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            kc, vc = base_k.clone(), base_v.clone()
+            whole = ops.attend(qkv, cos, sin, kc, vc, start, H, Hkv)
+            kc, vc = base_k.clone(), base_v.clone()
+            one = torch.cat([ops.attend(qkv[t:t + 1], cos[t:t + 1], sin[t:t + 1], kc, vc, start + t, H, Hkv)
+                             for t in range(T)])
+            assert torch.equal(whole, one)
+            results.append(whole)
+        assert torch.equal(results[0], results[1])
+    finally:
+        torch.set_num_threads(before)
