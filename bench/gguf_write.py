@@ -91,18 +91,13 @@ def write_gguf(folder: str | Path, out: str | Path, quant: "str | dict" = "f32",
 
     w = gguf.GGUFWriter(str(out), arch)
     w.add_name(folder.name)
-    w.add_context_length(config.max_position_embeddings)
-    w.add_embedding_length(config.hidden_size)
-    w.add_block_count(config.num_hidden_layers)
-    w.add_feed_forward_length(config.intermediate_size)
-    w.add_head_count(config.num_attention_heads)
-    w.add_head_count_kv(config.num_key_value_heads)
-    w.add_rope_dimension_count(config.head_dim)
-    w.add_key_length(config.head_dim)
-    w.add_value_length(config.head_dim)
-    w.add_rope_freq_base(config.rope_theta)
-    w.add_layer_norm_rms_eps(config.rms_norm_eps)
-    w.add_vocab_size(config.vocab_size)
+    for key, field in (("context_length", "max_position_embeddings"), ("embedding_length", "hidden_size"),
+                       ("block_count", "num_hidden_layers"), ("feed_forward_length", "intermediate_size"),
+                       ("head_count", "num_attention_heads"), ("head_count_kv", "num_key_value_heads"),
+                       ("rope_dimension_count", "head_dim"), ("key_length", "head_dim"), ("value_length", "head_dim"),
+                       ("rope_freq_base", "rope_theta"), ("layer_norm_rms_eps", "rms_norm_eps"),
+                       ("vocab_size", "vocab_size")):
+        getattr(w, f"add_{key}")(getattr(config, field))      # the architecture's metadata, llama.cpp's keys
     w.add_file_type({"f32": gguf.LlamaFileType.ALL_F32, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}.get(
         quant, gguf.LlamaFileType.MOSTLY_F16) if isinstance(quant, str) else gguf.LlamaFileType.MOSTLY_F16)
 
