@@ -6,7 +6,7 @@ names). Example with the defaults::
     {"engine": {"backend": "torch", "model": "house:target", "draft": "house:draft", "speculation": "draft", ...},
      "maxTokens": 64, "debounceMs": 30, "contextBudgetTokens": 1024, "cancelStaleRequests": true,
      "typeThroughCache": true, "template": "auto", "maxDocumentChars": 2000000, "maxPromptTokens": 4096,
-     "engineStartTimeoutS": 120, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": false,
+     "engineStartTimeoutS": 300, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": false,
      "debounceMinMs": 0, "debounceMaxMs": 80, "answerBoundMs": 1000}
 
 Bad options in ``initialize`` are answered with an ``initialize`` error (-32602, InvalidParams) whose message names
@@ -69,7 +69,8 @@ class ServerConfig:
     template: str = "auto"                # FIM template name for completer.context ("auto" = by model family)
     max_document_chars: int = 2_000_000   # larger documents are refused with a clear error
     max_prompt_tokens: int = 4096         # hard cap on the prompt, whatever the context budget says
-    engine_start_timeout_s: float = 120.0  # how long a request waits for the engine to finish loading
+    engine_start_timeout_s: float = 300.0  # how long the engine may take to start (vLLM cold start: 50-120 s); a
+                                           # request waits at most --engine-loading-wait, then gets "engine loading"
     reuse_in_flight: bool = True          # a keystroke that types what the running request writes is answered by it
     early_answer: bool = False            # answer at the end of the first line; the block finishes in the background
     adaptive_debounce: bool = False       # debounce learned from the client's typing rhythm (else debounceMs)
