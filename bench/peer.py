@@ -54,6 +54,15 @@ WARM_CUT = 6                     # tokens typed since the previous request in th
 
 
 # --- workers (one process per engine and thread count; JSON lines on stdin/stdout) ----------------------------
+def _packing_label(packing: str | None) -> str | None:
+    """The engine's decode-step weights and which kernel multiplies them (the engine's own, or torch's)."""
+    if packing != "fp16":
+        return packing
+    from completer.engine import kernels
+    return "fp16 (completer kernels)" if kernels.ops() is not None else f"fp16 (torch FBGEMM: {kernels.reason()})"
+
+
+
 def rss_mb() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -108,7 +117,7 @@ def torch_worker(threads: int, configs: list[str], quantization: str | None, mod
         toks, prefill, lat = loop.run_until_complete(one(eng, f"r{n}", msg["ids"], msg["max_new"], key))
         c = eng.counters()
         print(json.dumps({"tokens": toks, "prefill_ms": prefill, "latency_ms": lat, "rss_mb": rss_mb(),
-                          "thread_stats": eng.thread_stats(), "packing": eng.packing,
+                          "thread_stats": eng.thread_stats(), "packing": _packing_label(eng.packing),
                           "accepted": c.get("accepted_tokens"), "drafted": c.get("draft_tokens")}), flush=True)
     for eng in engines.values():
         loop.run_until_complete(eng.close())
