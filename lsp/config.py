@@ -6,7 +6,7 @@ names). Example with the defaults::
     {"engine": {"backend": "torch", "model": "house:target", "draft": "house:draft", "speculation": "draft", ...},
      "maxTokens": 64, "debounceMs": 30, "contextBudgetTokens": 1024, "cancelStaleRequests": true,
      "typeThroughCache": true, "template": "auto", "maxDocumentChars": 2000000, "maxPromptTokens": 4096,
-     "engineStartTimeoutS": 300, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": false,
+     "engineStartTimeoutS": 300, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": true,
      "debounceMinMs": 0, "debounceMaxMs": 80, "answerBoundMs": 1000}
 
 Bad options in ``initialize`` are answered with an ``initialize`` error (-32602, InvalidParams) whose message names
@@ -73,7 +73,8 @@ class ServerConfig:
                                            # request waits at most --engine-loading-wait, then gets "engine loading"
     reuse_in_flight: bool = True          # a keystroke that types what the running request writes is answered by it
     early_answer: bool = False            # answer at the end of the first line; the block finishes in the background
-    adaptive_debounce: bool = False       # debounce learned from the client's typing rhythm (else debounceMs)
+    adaptive_debounce: bool = True        # debounce learned from the client's typing rhythm and the engine's time
+                                          # (else debounceMs); on: bench/results/replay-issue13-allkeys
     debounce_min_ms: float = 0.0          # bounds of the adaptive debounce
     debounce_max_ms: float = 80.0
     token_healing: bool = True            # prompt backed up to a token boundary at the cursor (completer.healing)

@@ -210,8 +210,7 @@ class Lifecycle:
             raise
         except Exception as e:
             self.stats.errors += 1
-            self._observe("busy" if isinstance(e, Busy) else "refused" if isinstance(e, EngineUnavailable)
-                          else "error", t0)
+            self._observe("refused" if isinstance(e, EngineUnavailable) else "error", t0)   # Busy included
             raise
         finally:
             tasks = self._inflight.get(snap.uri)

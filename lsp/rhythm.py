@@ -52,13 +52,13 @@ class Rhythm:
 
     def debounce_ms(self, fallback: float, lo: float, hi: float, engine_ms: float | None = None) -> float:
         """The wait before a new engine request: learned from the rhythm once known, else ``fallback``; within
-        ``lo..hi``. With ``engine_ms``, the shortest wait whose engine request is superseded before it answers in at
+        ``lo..hi`` (the fallback as it is). With ``engine_ms``, the shortest wait whose engine request is superseded before it answers in at
         most ``RISK`` of the recent gaps (``hi`` when none is)."""
         if engine_ms is not None and len(self.gaps) >= MIN_SAMPLES:
             return min(hi, max(lo, superseded_wait(self.gaps, engine_ms, hi)))
-        learned = (FRACTION * percentile(self.intervals, PERCENTILE) if len(self.intervals) >= MIN_SAMPLES
-                   else None)
-        return min(hi, max(lo, fallback if learned is None else learned))
+        if len(self.intervals) < MIN_SAMPLES:
+            return fallback                # nothing learned yet: the configured debounceMs, as it is
+        return min(hi, max(lo, FRACTION * percentile(self.intervals, PERCENTILE)))
 
     def median_ms(self) -> float | None:
         return percentile(self.intervals, 50)
