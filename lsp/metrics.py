@@ -197,6 +197,38 @@ class _EngineCollector:
         conns.add_metric([], float(getattr(self.m.policy, "refused_handshakes", 0) or 0))
         yield conns
         yield from _gpu_memory()
+        yield from _nvml_memory()
+
+
+def _nvml_memory():
+    """Memory in use on each GPU of the machine, read from NVML (``pynvml``, which vLLM installs): it counts the
+    vLLM engine-core process, which runs apart from the server. Nothing where there is no NVML or no GPU."""
+    try:
+        import pynvml
+    except ImportError:
+        return
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 -- no driver, no GPU: no metric
+        return
+    try:
+        used = GaugeMetricFamily("completer_gpu_memory_used_bytes",
+                                 "GPU memory in use on the device, by every process (NVML)", labels=["gpu"])
+        total = GaugeMetricFamily("completer_gpu_memory_total_bytes", "GPU memory of the device (NVML)",
+                                  labels=["gpu"])
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            info = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i))
+            used.add_metric([str(i)], float(info.used))
+            total.add_metric([str(i)], float(info.total))
+        yield used
+        yield total
+    except Exception:  # noqa: BLE001 -- no GPU metrics rather than a failed scrape
+        log.exception("NVML memory unavailable")
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def _gpu_memory():

@@ -18,7 +18,8 @@ from lsp.metrics import OUTCOMES
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "lsp" / "grafana" / "completer-dashboard.json"
-GPU_ONLY = {"completer_gpu_memory_allocated_bytes", "completer_gpu_memory_reserved_bytes"}
+GPU_ONLY = {"completer_gpu_memory_allocated_bytes", "completer_gpu_memory_reserved_bytes",
+            "completer_gpu_memory_used_bytes", "completer_gpu_memory_total_bytes"}
 METRICS_LINE = re.compile(r"metrics on http://([\d.]+):(\d+)/metrics")
 
 
@@ -102,8 +103,10 @@ async def test_metrics_after_real_completions(speculative_options, tmp_path):
         await c.notify("workspace/didChangeConfiguration", {"settings": {"debounceMs": 10000}})
         other = "file:///n.py"
         await c.open_document(other, DOC)
+        received = (await c.call("completer/stats", {}))["server"]["requests_received"]
         first = asyncio.ensure_future(c.ask("textDocument/inlineCompletion", inline_params(other, 4, 4), timeout=300))
-        await asyncio.sleep(0.3)
+        while (await c.call("completer/stats", {}))["server"]["requests_received"] == received:
+            await asyncio.sleep(0.02)                          # until the request waits in its debounce
         await c.notify("textDocument/didChange", {"textDocument": {"uri": other, "version": 2}, "contentChanges": [
             {"text": DOC + "r"}]})
         assert (await first)["error"]["code"] == -32800
@@ -217,3 +220,31 @@ async def test_metrics_count_requests_refused_while_there_is_no_engine(tmp_path)
     assert value(m, "completer_requests_total", outcome="error") == 0
     assert value(m, "completer_engine_up") == 0 and value(m, "completer_engine_loading_seconds") == 0
     assert value(m, "completer_request_latency_seconds_count") == 0       # refusals are not answers
+
+
+def test_gpu_memory_of_every_process_comes_from_nvml_where_there_is_one(monkeypatch):
+    """vLLM's engine core holds the GPU memory in a process of its own: the per-GPU figures come from NVML. No GPU
+    here, so NVML's three calls are given by a stand-in module; without pynvml (or a driver) there is no metric."""
+    import sys
+    import types
+
+    from prometheus_client import CollectorRegistry
+
+    from lsp.metrics import Metrics
+
+    nvml = types.ModuleType("pynvml")
+    nvml.nvmlInit = nvml.nvmlShutdown = lambda: None
+    nvml.nvmlDeviceGetCount = lambda: 2
+    nvml.nvmlDeviceGetHandleByIndex = lambda i: i
+    nvml.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(used=(h + 1) * 2**30, total=141 * 2**30)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    reg = Metrics(registry=CollectorRegistry()).registry
+    assert reg.get_sample_value("completer_gpu_memory_used_bytes", {"gpu": "1"}) == 2 * 2**30
+    assert reg.get_sample_value("completer_gpu_memory_total_bytes", {"gpu": "0"}) == 141 * 2**30
+
+    def no_driver():
+        raise RuntimeError("NVML Shared Library Not Found")
+
+    nvml.nvmlInit = no_driver
+    assert reg.get_sample_value("completer_gpu_memory_used_bytes", {"gpu": "0"}) is None
+    assert reg.get_sample_value("completer_engine_up") == 0                 # the rest of the scrape is unharmed
