@@ -9,15 +9,17 @@ a step (rotary, cache write, softmax over the cached keys in blocks split over t
 on a small model each of those was a handful of torch ops whose dispatch cost more than their arithmetic.
 
 The extension is compiled with torch's C++ extension builder (g++ and ninja) the first time it is asked for and
-cached under torch's extensions folder (``TORCH_EXTENSIONS_DIR``), keyed by the source, so a later start loads it in
-milliseconds. When it cannot be built (no compiler, no ninja, a build error) ``ops()`` is None, one log line
+cached under torch's extensions folder (``TORCH_EXTENSIONS_DIR``) in a folder named by the source's hash, so a later
+start loads it in ~0.1 s. When it cannot be built (no compiler, no ninja, a build error) ``ops()`` is None, one log line
 says why, and the model keeps torch's FBGEMM op.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 
 import torch
@@ -28,6 +30,7 @@ _SOURCE = Path(__file__).with_name("matvec.cpp")
 _lock = threading.Lock()
 _state: dict[str, object] = {}
 
+STALE_LOCK_S = 600                     # a build takes ~20 s on 2 busy cores
 DISABLE_ENV = "COMPLETER_NO_KERNELS"   # set to 1 to keep torch's ops (a comparison, or a machine where the build hangs)
 
 
@@ -38,7 +41,21 @@ def _build() -> object | None:
     try:
         from torch.utils import cpp_extension
         native = ["-O3", "-march=native"] if os.uname().machine in ("x86_64", "AMD64") else ["-O3"]
-        cpp_extension.load(name="completer_kernels", sources=[str(_SOURCE)], extra_cflags=native,
+        # one build folder per source text, holding its own copy of the source: checkouts of the same version
+        # (worktrees, CI copies) share one build, and different versions never rebuild over each other
+        code = _SOURCE.read_bytes()
+        name = f"completer_kernels_{hashlib.sha256(code).hexdigest()[:12]}"
+        folder = Path(cpp_extension._get_build_directory(name, verbose=False))
+        src = folder / "matvec.cpp"
+        if not src.is_file() or src.read_bytes() != code:
+            tmp = folder / f".matvec.{os.getpid()}.cpp"
+            tmp.write_bytes(code)
+            os.replace(tmp, src)
+        lock = folder / "lock"                     # left behind by a build that was killed: torch would wait forever
+        if lock.exists() and time.time() - lock.stat().st_mtime > STALE_LOCK_S:
+            log.warning("removing a stale extension build lock %s", lock)
+            lock.unlink(missing_ok=True)
+        cpp_extension.load(name=name, sources=[str(src)], extra_cflags=native, build_directory=str(folder),
                            is_python_module=False, verbose=False)
         ops = torch.ops.completer_kernels
         # one check against torch before the model trusts it (a miscompiled kernel must not give wrong text)
