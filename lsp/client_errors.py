@@ -67,8 +67,10 @@ class Filter(logging.Filter):
                 record.levelno, record.levelname = logging.WARNING, "WARNING"
             return True
         error = record.exc_info[1] if record.exc_info else None
-        if error is not None and is_client_error(error):
-            record.msg = f"client error: {record.getMessage()}: {one_line(error)}"
+        refused = getattr(error, "refusal", False)      # an answer the server gives on purpose (engine loading, a
+        if error is not None and (is_client_error(error) or refused):   # prompt over the model's context): no bug
+            kind = "refused" if refused else "client error"
+            record.msg = f"{kind}: {record.getMessage()}: {one_line(error)}"
             record.args = ()
             record.exc_info = None
             record.exc_text = None

@@ -22,6 +22,14 @@ from .lifecycle import source
 REQUEST_FAILED = -32803
 
 
+def refusal(message: str) -> JsonRpcException:
+    """-32803 for a request the server refuses on purpose (the engine is loading or failed to start, the prompt is
+    over the model's context): logged as one line (``lsp.client_errors``), not as a server bug's traceback."""
+    e = JsonRpcException(message, code=REQUEST_FAILED)
+    e.refusal = True
+    return e
+
+
 def _field(obj: Any, name: str) -> Any:
     """A field of custom-request params (pygls passes them as namespace objects, or dicts)."""
     if isinstance(obj, dict):
@@ -50,7 +58,7 @@ async def prompt(ls, params: Any) -> dict:
     try:
         engine = await ls.engine_host.get(ls.config.engine_start_timeout_s)
     except EngineUnavailable as e:
-        raise JsonRpcException(str(e), code=REQUEST_FAILED) from None
+        raise refusal(str(e)) from None
     try:
         plan = pipeline.plan(source(snap), offset, engine, ls.config.settings(),
                              [source(o) for o in ls.other_documents(uri)], ls.documents.trees)

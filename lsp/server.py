@@ -35,13 +35,14 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from completer.engine import EngineError
+from completer.engine.base import RequestError
 from completer.engine.supervisor import supervised
 
 from . import client_errors, completion, custom, inline, metrics, security, session, sync, transports
 from .config import ConfigError, ServerConfig
 from .documents import DocumentError, DocumentStore, Snapshot
 from .engine_host import LOADING_WAIT_S, EngineHost, EngineUnavailable
-from .custom import REQUEST_FAILED
+from .custom import REQUEST_FAILED, refusal
 from .lifecycle import Completion, Lifecycle
 
 log = logging.getLogger("completer.lsp")
@@ -152,8 +153,8 @@ class CompleterServer(LanguageServer):
         if isinstance(error, (json.JSONDecodeError, UnicodeDecodeError)):
             self.protocol.send_error(None, -32700, f"parse error: {error}")
             return
-        if client_errors.is_client_error(error):   # already one line (client_errors.Filter); the client got it
-            return
+        if client_errors.is_client_error(error) or getattr(error, "refusal", False):
+            return                      # already one line (client_errors.Filter); the client got its answer
         log.error("server error (%s): %s", getattr(source, "__name__", source), error)
 
     def notify_user(self, message: str, kind: types.MessageType = types.MessageType.Error) -> None:
@@ -185,7 +186,9 @@ class CompleterServer(LanguageServer):
         try:
             return await self.lifecycle.complete(snap, offset, self.other_documents(uri), self.documents.trees)
         except EngineUnavailable as e:
-            raise JsonRpcException(str(e), code=REQUEST_FAILED) from None
+            raise refusal(str(e)) from None
+        except RequestError as e:      # the engine refused this request (e.g. longer than the model's context)
+            raise refusal(f"{method} refused: {e}") from None
         except (EngineError, ValueError) as e:
             log.exception("%s failed", method)
             raise JsonRpcException(f"{method} failed: {e}", code=REQUEST_FAILED) from None
