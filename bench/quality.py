@@ -66,6 +66,9 @@ DEFAULT_CONFIGS = {
     "house": {"model": "house:target", "speculation": "none"},
     "house+draft": {"model": "house:target", "draft": "house:draft", "speculation": "draft",
                     "num_speculative_tokens": 4},
+    "house-v2": {"model": "house:v2/target", "speculation": "none"},
+    "house-v2+draft": {"model": "house:v2/target", "draft": "house:v2/draft", "speculation": "draft",
+                       "num_speculative_tokens": 4},
     "smollm2": {"model": "gguf:smollm2", "speculation": "none"},
 }
 
@@ -453,9 +456,9 @@ def _config_arg(s: str) -> tuple[str, dict]:
 
 
 def default_configs() -> dict[str, dict]:
-    """house, house+draft, SmolLM2 when the optional package is installed, and for each boolean switch of the
-    pipeline's Settings (a fix that changes the prompt or the engine request, e.g. token healing) house with it
-    flipped, so every fix is compared on and off in one run."""
+    """house (v1), house-v2, each with its draft, SmolLM2 when the optional package is installed, and for each
+    boolean switch of the pipeline's Settings (a fix that changes the prompt or the engine request, e.g. token
+    healing) each of house, house-v2 and SmolLM2 with it flipped, so every fix is compared on and off in one run."""
     from dataclasses import fields
 
     from completer.models.gguf import smollm2_path
@@ -463,7 +466,7 @@ def default_configs() -> dict[str, dict]:
     cfgs = dict(DEFAULT_CONFIGS)
     if smollm2_path() is None:
         del cfgs["smollm2"]
-    for base in [n for n in ("house", "smollm2") if n in cfgs]:
+    for base in [n for n in ("house", "house-v2", "smollm2") if n in cfgs]:
         for f in fields(Settings):
             if isinstance(f.default, bool):
                 cfgs[f"{base} {'-' if f.default else '+'}{f.name}"] = {**DEFAULT_CONFIGS[base],

@@ -24,3 +24,31 @@ def test_end_to_end_and_editor_tests_run_the_house_pair(house_options):
     assert house_options["model"] == "house:target" and house_options["draft"] == "house:draft"
     for spec in (house_options["model"], house_options["draft"]):
         assert (resolve_model(spec) / "model.safetensors").is_file()
+
+
+def test_house_v2_is_shipped_packed_and_loads_as_a_pair(tmp_path, monkeypatch):
+    """house:v2 ships int4/int8-packed (small enough for the device's 64 MiB per call next to a vLLM bundle part)
+    and resolves to an ordinary folder; target and draft share one tokenizer, the house template, and agree on
+    the greedy next token most of the time (the draft was distilled from the target)."""
+    import torch
+
+    from completer.models.llama import LlamaForCausalLM
+    from completer.models.tokenizer import load_tokenizer
+    from completer.prompt import fim_prompt, template_for_model
+
+    monkeypatch.setenv("COMPLETER_CACHE", str(tmp_path))
+    v2 = HOUSE_DIR / "v2"
+    assert sum(p.stat().st_size for p in v2.rglob("*") if p.is_file()) < 9.5e6
+    target, draft = resolve_model("house:v2/target"), resolve_model("house:v2/draft")
+    assert target.is_relative_to(tmp_path) and draft.is_relative_to(tmp_path)
+    assert (target / "tokenizer.json").read_bytes() == (draft / "tokenizer.json").read_bytes()
+    assert template_for_model(target) == template_for_model(draft) == "house"
+    tok = load_tokenizer(target)
+    prompt = fim_prompt("package main\n\nfunc main() {\n\tfmt.Println(", ")\n}\n", "house")
+    ids = torch.tensor([tok.encode(prompt).ids])
+    t, d = LlamaForCausalLM.from_pretrained(target), LlamaForCausalLM.from_pretrained(draft)
+    assert t.config.vocab_size == d.config.vocab_size == tok.get_vocab_size()
+    with torch.no_grad():
+        lt, ld = t(ids)[0], d(ids)[0]
+    agree = (lt.argmax(-1) == ld.argmax(-1)).float().mean().item()
+    assert agree > 0.4, agree

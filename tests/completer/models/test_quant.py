@@ -55,3 +55,15 @@ def test_a_folder_without_packed_weights_is_left_as_it_is(tmp_path, tiny_pair, c
     shutil.copytree(tiny_pair[0], plain)
     assert resolve_model(str(plain)) == plain
     assert not cache.exists()
+
+
+def test_a_pair_can_share_one_tokenizer(tmp_path, tiny_pair, cache):
+    """house:v2's draft ships without tokenizer files; its dequantised folder gets the target's."""
+    from completer.models.tokenizer import load_tokenizer
+
+    quant.pack(tiny_pair[0], tmp_path / "pair" / "target")
+    quant.pack(tiny_pair[1], tmp_path / "pair" / "draft", tokenizer_from="../target")
+    assert not (tmp_path / "pair" / "draft" / "tokenizer.json").exists()
+    folder = resolve_model(str(tmp_path / "pair" / "draft"))
+    assert (folder / "tokenizer.json").read_bytes() == (tiny_pair[0] / "tokenizer.json").read_bytes()
+    assert load_tokenizer(folder).get_vocab_size() == load_tokenizer(tiny_pair[0]).get_vocab_size()
