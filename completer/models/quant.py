@@ -1,6 +1,7 @@
 """Small shipped weights: group-wise int8 / int4 storage of a model folder, dequantised once into the cache.
 
     python -m completer.models.quant pack SRC_FOLDER DST_FOLDER [--bits 4] [--embed-bits 8] [--group 32]
+                                          [--tokenizer-from ../target]
 
 A packed folder holds ``model.quant`` (safetensors format under another name, so no loader mistakes it for plain
 weights) and a ``config.json`` with ``"completer_quant": {...}``. Each 2-D weight is stored symmetric per group of
@@ -167,8 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bits", type=int, default=4, choices=(4, 8))
     p.add_argument("--embed-bits", type=int, default=8, choices=(4, 8))
     p.add_argument("--group", type=int, default=32)
+    p.add_argument("--tokenizer-from", help="ship no tokenizer files; take them from this folder (relative to DST, "
+                                            "e.g. ../target) when dequantising")
     args = ap.parse_args(argv)
-    print(json.dumps(pack(args.src, args.dst, args.bits, args.embed_bits, args.group), indent=1))
+    print(json.dumps(pack(args.src, args.dst, args.bits, args.embed_bits, args.group, args.tokenizer_from),
+                     indent=1))
     return 0
 
 
