@@ -225,14 +225,12 @@ def split_sources(manifest: dict, heldout_mb: float) -> tuple[list[dict], list[d
         files = sorted(scanned[s["name"]], key=lambda f: _order(f["rel"]))
         n = size = 0
         for f in files:
-            if f["digest"] in seen:
-                continue
             is_eval = Path(f["path"]) in eval_paths or f["digest"] in eval_digests
             if f["held"] or is_eval:
                 if is_eval:
                     report["excluded_eval_files"] += 1
                 lang = f["language"]
-                if (not is_eval and f["digest"] not in train_digests
+                if (not is_eval and f["digest"] not in train_digests and f["digest"] not in seen
                         and held_bytes.get(lang, 0) < heldout_mb * 1e6):
                     heldout.append(f)
                     held_bytes[lang] = held_bytes.get(lang, 0) + len(f["text"])
@@ -241,7 +239,7 @@ def split_sources(manifest: dict, heldout_mb: float) -> tuple[list[dict], list[d
             if f["digest"] in held_digests:
                 report["excluded_heldout_twins"] += 1
                 continue
-            if size >= s["max_mb"] * 1e6:
+            if f["digest"] in seen or size >= s["max_mb"] * 1e6:
                 continue
             seen.add(f["digest"])
             train.append(f)
