@@ -7,7 +7,7 @@ names). Example with the defaults::
      "maxTokens": 64, "debounceMs": 30, "contextBudgetTokens": 1024, "cancelStaleRequests": true,
      "typeThroughCache": true, "template": "auto", "maxDocumentChars": 2000000, "maxPromptTokens": 4096,
      "engineStartTimeoutS": 300, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": true,
-     "debounceMinMs": 0, "debounceMaxMs": 80, "answerBoundMs": 1000}
+     "debounceMinMs": 0, "debounceMaxMs": 300, "answerBoundMs": 1000}
 
 Bad options in ``initialize`` are answered with an ``initialize`` error (-32602, InvalidParams) whose message names
 the bad field; the server keeps running and the client may ``initialize`` again. Bad options in
@@ -76,7 +76,7 @@ class ServerConfig:
     adaptive_debounce: bool = True        # debounce learned from the client's typing rhythm and the engine's time
                                           # (else debounceMs); on: bench/results/replay-issue13-allkeys
     debounce_min_ms: float = 0.0          # bounds of the adaptive debounce
-    debounce_max_ms: float = 80.0
+    debounce_max_ms: float = 300.0        # under load the adaptive wait skips mid-burst keys (reliability-issue13-bound)
     token_healing: bool = True            # prompt backed up to a token boundary at the cursor (completer.healing)
     answer_bound_ms: float = 1000.0       # refuse ("server busy") what cannot be answered within this; 0 = never
 
