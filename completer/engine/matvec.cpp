@@ -345,10 +345,28 @@ at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor
   return out;
 }
 
+// A whole decoder layer of a decode/verification step in one call (on a small model each call through torch.ops
+// costs microseconds of dispatch): x -> qkv (RMSNorm n1 inside) -> attend -> o_proj (+x) -> gate/up (RMSNorm n2
+// inside) -> down_proj of silu(gate)*up (+residual). The same kernels as the separate ops, so the same numbers.
+at::Tensor layer_step(const at::Tensor& x, const at::Tensor& wqkv, int64_t nqkv, const c10::optional<at::Tensor>& bqkv,
+                      const at::Tensor& wo, int64_t no, const at::Tensor& wgu, int64_t ngu, const at::Tensor& wd,
+                      int64_t nd, const at::Tensor& n1, const at::Tensor& n2, double eps, const at::Tensor& cos,
+                      const at::Tensor& sin, const at::Tensor& kc, const at::Tensor& vc, int64_t start, int64_t H,
+                      int64_t Hkv) {
+  const at::Tensor qkv = linear_f16(x, wqkv, nqkv, bqkv, c10::nullopt, n1, eps, false);
+  const at::Tensor y = attend(qkv, cos, sin, kc, vc, start, H, Hkv);
+  const at::Tensor x1 = linear_f16(y, wo, no, c10::nullopt, x, c10::nullopt, 0.0, false);
+  const at::Tensor gu = linear_f16(x1, wgu, ngu, c10::nullopt, c10::nullopt, n2, eps, false);
+  return linear_f16(gu, wd, nd, c10::nullopt, x1, c10::nullopt, 0.0, true).view(x.sizes());
+}
+
 }  // namespace
 
 TORCH_LIBRARY(completer_kernels, m) {
   m.def("pack_f16(Tensor w) -> Tensor");
+  m.def("layer_step(Tensor x, Tensor wqkv, int nqkv, Tensor? bqkv, Tensor wo, int no, Tensor wgu, int ngu, Tensor wd, "
+        "int nd, Tensor n1, Tensor n2, float eps, Tensor cos, Tensor sin, Tensor(a!) kc, Tensor(b!) vc, int start, "
+        "int H, int Hkv) -> Tensor");
   m.def("attend(Tensor qkv, Tensor cos, Tensor sin, Tensor(a!) kc, Tensor(b!) vc, int start, int H, int Hkv) -> Tensor");
   m.def("linear_f16(Tensor x, Tensor w, int n, Tensor? bias=None, Tensor? residual=None, Tensor? norm=None, float eps=0.0, bool glu=False) -> Tensor");
 }
@@ -356,5 +374,6 @@ TORCH_LIBRARY(completer_kernels, m) {
 TORCH_LIBRARY_IMPL(completer_kernels, CPU, m) {
   m.impl("pack_f16", &pack_f16);
   m.impl("attend", &attend);
+  m.impl("layer_step", &layer_step);
   m.impl("linear_f16", &linear_f16);
 }

@@ -317,6 +317,14 @@ class DecoderLayer(nn.Module):
         output matmuls (addmm): module-call and elementwise overhead is most of a small model's decode step."""
         attn, mlp, n1, n2 = self.self_attn, self.mlp, self.input_layernorm, self.post_attention_layernorm
         shape = x.shape
+        if step.packed and cache is not None and step.caches is None and shape[0] == 1 and n1.eps == n2.eps:
+            (q, o), (gu, d) = attn.packed, mlp.packed
+            ops = q._kernels
+            if ops is not None and attn.c.head_dim % 16 == 0:   # the whole layer in one kernel call
+                return ops.layer_step(x, q._packed, q.out_features, q._bias, o._packed, o.out_features, gu._packed,
+                                      gu.out_features, d._packed, d.out_features, n1.weight, n2.weight, n1.eps,
+                                      step.cos, step.sin, cache.k[layer, 0], cache.v[layer, 0], step.start,
+                                      attn.c.num_attention_heads, attn.c.num_key_value_heads)
         y = attn.forward(x, step, layer, cache, norm=n1)
         if step.packed:
             x = attn.packed[1](y, residual=x)
