@@ -150,3 +150,25 @@ def test_attend_query_independent_of_step_size_and_threads():
         assert torch.equal(results[0], results[1])
     finally:
         torch.set_num_threads(before)
+
+
+@needs_kernels
+def test_layer_step_equals_the_separate_kernels():
+    """layer_step (one call per layer) gives bitwise what its five kernels give one by one, cache writes included."""
+    g = torch.Generator().manual_seed(4)
+    h, inter, H, Hkv, D, start, T = 64, 96, 4, 2, 16, 37, 3
+    nq = (H + 2 * Hkv) * D
+    w = {n: ops.pack_f16(torch.randn(r, c, generator=g) * 0.1)
+         for n, (r, c) in {"qkv": (nq, h), "o": (h, H * D), "gu": (2 * inter, h), "d": (h, inter)}.items()}
+    n1, n2 = torch.rand(h, generator=g) + 0.5, torch.rand(h, generator=g) + 0.5
+    x, cos, sin = torch.randn(1, T, h, generator=g), torch.randn(T, D, generator=g), torch.randn(T, D, generator=g)
+    kc, vc = torch.randn(Hkv, 64, D, generator=g), torch.randn(Hkv, 64, D, generator=g)
+    k2, v2 = kc.clone(), vc.clone()
+    got = ops.layer_step(x, w["qkv"], nq, None, w["o"], h, w["gu"], 2 * inter, w["d"], h, n1, n2, 1e-5, cos, sin,
+                         kc, vc, start, H, Hkv)
+    y = ops.attend(ops.linear_f16(x, w["qkv"], nq, None, None, n1, 1e-5), cos, sin, k2, v2, start, H, Hkv)
+    x1 = ops.linear_f16(y, w["o"], h, None, x.view(T, h))
+    want = ops.linear_f16(ops.linear_f16(x1, w["gu"], 2 * inter, None, None, n2, 1e-5), w["d"], h, None, x1,
+                          None, 0.0, True)
+    assert got.shape == x.shape
+    assert torch.equal(got.view(T, h), want) and torch.equal(kc, k2) and torch.equal(vc, v2)
