@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -34,12 +35,26 @@ STALE_LOCK_S = 600                     # a build takes ~20 s on 2 busy cores
 DISABLE_ENV = "COMPLETER_NO_KERNELS"   # set to 1 to keep torch's ops (a comparison, or a machine where the build hangs)
 
 
+def _ninja_on_path() -> None:
+    """torch's extension builder runs ``ninja`` from PATH; the ``ninja`` wheel (a dependency) puts it in the
+    environment's bin folder, which is not on PATH when the server is started by its full path without activating
+    the environment (an editor starting ``.venv/bin/completer-lsp``): add the wheel's folder then."""
+    if shutil.which("ninja"):
+        return
+    try:
+        import ninja  # the PyPI wheel
+    except ImportError:
+        return
+    os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
+
+
 def _build() -> object | None:
     if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
         _state["reason"] = f"{DISABLE_ENV} is set"
         return None
     try:
         from torch.utils import cpp_extension
+        _ninja_on_path()
         native = ["-O3", "-march=native"] if os.uname().machine in ("x86_64", "AMD64") else ["-O3"]
         # one build folder per source text, holding its own copy of the source: checkouts of the same version
         # (worktrees, CI copies) share one build, and different versions never rebuild over each other
