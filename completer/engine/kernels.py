@@ -56,10 +56,15 @@ def _build() -> object | None:
         from torch.utils import cpp_extension
         _ninja_on_path()
         native = ["-O3", "-march=native"] if os.uname().machine in ("x86_64", "AMD64") else ["-O3"]
-        # one build folder per source text, holding its own copy of the source: checkouts of the same version
-        # (worktrees, CI copies) share one build, and different versions never rebuild over each other
+        # -fopenmp: at::parallel_for is a header template that runs everything on one thread unless the file is
+        # compiled with OpenMP (until this flag the kernels never used a second core); linking it names
+        # libgomp.so.1, which resolves to the copy torch has already loaded, so there is one thread pool
+        cflags, ldflags = native + ["-fopenmp"], ["-fopenmp"]
+        # one build folder per source text and flags, holding its own copy of the source: checkouts of the same
+        # version (worktrees, CI copies) share one build, and different versions never rebuild over each other
         code = _SOURCE.read_bytes()
-        name = f"completer_kernels_{hashlib.sha256(code).hexdigest()[:12]}"
+        key = code + " ".join(cflags + ldflags).encode()
+        name = f"completer_kernels_{hashlib.sha256(key).hexdigest()[:12]}"
         folder = Path(cpp_extension._get_build_directory(name, verbose=False))
         src = folder / "matvec.cpp"
         if not src.is_file() or src.read_bytes() != code:
@@ -70,7 +75,7 @@ def _build() -> object | None:
         if lock.exists() and time.time() - lock.stat().st_mtime > STALE_LOCK_S:
             log.warning("removing a stale extension build lock %s", lock)
             lock.unlink(missing_ok=True)
-        cpp_extension.load(name=name, sources=[str(src)], extra_cflags=native, build_directory=str(folder),
+        cpp_extension.load(name=name, sources=[str(src)], extra_cflags=cflags, extra_ldflags=ldflags, build_directory=str(folder),
                            is_python_module=False, verbose=False)
         ops = torch.ops.completer_kernels
         # one check against torch before the model trusts it (a miscompiled kernel must not give wrong text)

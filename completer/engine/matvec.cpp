@@ -2,8 +2,9 @@
 // speculative-verification step, where streaming the weights is the whole cost (see completer/engine/kernels.py).
 //
 // Each weight is read once per group of up to 6 input rows and converted to float32 in registers; products and
-// sums are float32. Output rows are split over torch's intra-op threads (at::parallel_for), so the thread count the
-// engine chose (torch.set_num_threads) is the one used. Every input row is computed the same way whatever the
+// sums are float32. Output rows are split over torch's intra-op threads (at::parallel_for, which runs serially unless
+// this file is compiled with -fopenmp: kernels.py does), so the thread count the engine chose (torch.set_num_threads)
+// is the one used. Every input row is computed the same way whatever the
 // number of rows, so a one-token decode and a (k+1)-token verification give the same numbers (lossless speculation
 // relies on it).
 #include <ATen/ATen.h>
@@ -66,43 +67,48 @@ constexpr int64_t LANES = 16;
 constexpr int64_t CB = 4;          // 16-row groups per block: 64 output rows, CB*MB independent FMA chains
 
 #ifdef COMPLETER_AVX512
+// C (1..CB) 16-row groups at g against MB input rows: acc[c][m] runs over k in order from zero, then + bias,
+// + residual, the same for every C, so how the groups are cut into blocks (and threads) never changes a number.
+template <int C, int MB>
+inline void groups_avx512(const float* x, const uint16_t* w, float* out, int64_t K, int64_t N, int64_t g,
+                          const float* bias, const float* residual) {
+  __m512 acc[C][MB];
+  for (int c = 0; c < C; ++c)
+    for (int m = 0; m < MB; ++m) acc[c][m] = _mm512_setzero_ps();
+  const uint16_t* wg = w + g * K * LANES;
+  for (int64_t k = 0; k < K; ++k) {
+    __m512 wv[C];
+    for (int c = 0; c < C; ++c)
+      wv[c] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wg + (c * K + k) * LANES)));
+    for (int m = 0; m < MB; ++m) {
+      const __m512 xv = _mm512_set1_ps(x[m * K + k]);
+      for (int c = 0; c < C; ++c) acc[c][m] = _mm512_fmadd_ps(wv[c], xv, acc[c][m]);
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    const int64_t j = (g + c) * LANES;
+    if (j >= N) break;
+    const int64_t nl = std::min<int64_t>(LANES, N - j);
+    const __mmask16 keep = (__mmask16)((nl == 16) ? 0xFFFFu : ((1u << nl) - 1u));
+    const __m512 bv = bias ? _mm512_maskz_loadu_ps(keep, bias + j) : _mm512_setzero_ps();
+    for (int m = 0; m < MB; ++m) {
+      __m512 y = _mm512_add_ps(acc[c][m], bv);
+      if (residual) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(keep, residual + m * N + j));
+      _mm512_mask_storeu_ps(out + m * N + j, keep, y);
+    }
+  }
+}
+
 template <int MB>
 void block_avx512(const float* x, const uint16_t* w, float* out, int64_t K, int64_t N, int64_t g0, int64_t g1,
                   const float* bias, const float* residual) {
+  static_assert(CB == 4, "blocks of 4 groups");
   for (int64_t g = g0; g < g1; g += CB) {
-    const int64_t cb = std::min<int64_t>(CB, g1 - g);
-    __m512 acc[CB][MB];
-    for (int c = 0; c < CB; ++c)
-      for (int m = 0; m < MB; ++m) acc[c][m] = _mm512_setzero_ps();
-    const uint16_t* wg = w + g * K * LANES;
-    if (cb == CB) {
-      for (int64_t k = 0; k < K; ++k) {
-        __m512 wv[CB];
-        for (int c = 0; c < CB; ++c)
-          wv[c] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wg + (c * K + k) * LANES)));
-        for (int m = 0; m < MB; ++m) {
-          const __m512 xv = _mm512_set1_ps(x[m * K + k]);
-          for (int c = 0; c < CB; ++c) acc[c][m] = _mm512_fmadd_ps(wv[c], xv, acc[c][m]);
-        }
-      }
-    } else {
-      for (int64_t k = 0; k < K; ++k)
-        for (int c = 0; c < cb; ++c) {
-          const __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wg + (c * K + k) * LANES)));
-          for (int m = 0; m < MB; ++m) acc[c][m] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[m * K + k]), acc[c][m]);
-        }
-    }
-    for (int c = 0; c < cb; ++c) {
-      const int64_t j = (g + c) * LANES;
-      if (j >= N) break;
-      const int64_t nl = std::min<int64_t>(LANES, N - j);
-      const __mmask16 keep = (__mmask16)((nl == 16) ? 0xFFFFu : ((1u << nl) - 1u));
-      const __m512 bv = bias ? _mm512_maskz_loadu_ps(keep, bias + j) : _mm512_setzero_ps();
-      for (int m = 0; m < MB; ++m) {
-        __m512 y = _mm512_add_ps(acc[c][m], bv);
-        if (residual) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(keep, residual + m * N + j));
-        _mm512_mask_storeu_ps(out + m * N + j, keep, y);
-      }
+    switch (std::min<int64_t>(CB, g1 - g)) {
+      case 4: groups_avx512<4, MB>(x, w, out, K, N, g, bias, residual); break;
+      case 3: groups_avx512<3, MB>(x, w, out, K, N, g, bias, residual); break;
+      case 2: groups_avx512<2, MB>(x, w, out, K, N, g, bias, residual); break;
+      default: groups_avx512<1, MB>(x, w, out, K, N, g, bias, residual); break;
     }
   }
 }
@@ -124,6 +130,7 @@ void block_scalar(const float* x, const uint16_t* w, float* out, int64_t M, int6
       }
 }
 
+constexpr int64_t MING = 8;        // fewest 16-row groups (128 output rows) a thread gets
 constexpr int64_t MAXMB = 6;       // input rows per pass over the weights (CB*MB accumulators fit 32 registers)
 
 void groups(const float* x, const uint16_t* w, float* out, int64_t M, int64_t K, int64_t N, int64_t g0, int64_t g1,
@@ -211,10 +218,12 @@ at::Tensor linear_f16(const at::Tensor& x, const at::Tensor& w, int64_t N, const
   const float* xp = xc.data_ptr<float>();
   const uint16_t* wp = reinterpret_cast<const uint16_t*>(w.data_ptr<at::Half>());
   float* op = out.data_ptr<float>();
-  // split whole blocks of CB groups over the threads, at least 4 blocks (256 rows) each so that a split pays
-  const int64_t blocks = (G + CB - 1) / CB;
-  at::parallel_for(0, blocks, 4, [&](int64_t b0, int64_t b1) {
-    groups(xp, wp, op, M, K, N, b0 * CB, std::min(G, b1 * CB), b, r);
+  // the 16-row groups split evenly over the threads (a 320-row output: 10 groups each of 2 threads, where whole
+  // 64-row blocks split 3:2), at least MING groups per thread so that a split pays for its fork/join
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), G / MING));
+  at::parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p)
+      groups(xp, wp, op, M, K, N, G * p / parts, G * (p + 1) / parts, b, r);
   });
   return out;
 }

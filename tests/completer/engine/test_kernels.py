@@ -32,17 +32,18 @@ def test_matches_torch(m, k, n):
 
 
 @needs_kernels
-def test_rows_independent_of_batch_and_threads():
-    x, w, b, r, nw = _case(13, 320, 1536, seed=1)
+@pytest.mark.parametrize("n", [1536, 320, 448, 8192 + 7, 200])   # split 48:48, 10:10, 14:14, 257:256, not split
+def test_rows_independent_of_batch_and_threads(n):
+    x, w, b, r, nw = _case(13, 320, n, seed=1)
     p = ops.pack_f16(w)
     before = torch.get_num_threads()
     try:
         outs = []
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            whole = ops.linear_f16(x, p, 1536, b, r, nw, 1e-5)
+            whole = ops.linear_f16(x, p, n, b, r, nw, 1e-5)
             for i in range(13):   # bitwise: one row alone == the same row among 13
-                assert torch.equal(ops.linear_f16(x[i:i + 1], p, 1536, b, r[i:i + 1], nw, 1e-5), whole[i:i + 1])
+                assert torch.equal(ops.linear_f16(x[i:i + 1], p, n, b, r[i:i + 1], nw, 1e-5), whole[i:i + 1])
             outs.append(whole)
         assert torch.equal(outs[0], outs[1])
     finally:
