@@ -15,6 +15,7 @@ import contextlib
 import functools
 import json
 import os
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -38,6 +39,46 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 BURST_S = 0.025         # longest run of model steps for one request between visits to the event loop
 CACHE_KEYS = 8          # documents whose KV caches are kept for reuse (LRU)
 DETOK_CONTEXT = 4       # prompt tokens decoded with the output so that leading spaces/merges come out right
+
+
+_model_thread: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def model_thread() -> concurrent.futures.ThreadPoolExecutor:
+    """The one thread of this process that runs every TorchEngine's model work: loading, packing and steps.
+
+    Why one: torch's CPU kernels (and the engine's own, matvec.cpp) split work with OpenMP, and each thread that
+    starts a parallel region gets its own OpenMP thread pool; with a second pool alive in the process (the main
+    thread's, made while loading the model, or another engine's worker) a 2-thread decode step took ~4.5 ms instead
+    of ~1.1 ms on a 2-core box, so the thread chooser kept 1 thread. Engines of one process share the CPU anyway."""
+    global _model_thread
+    if _model_thread is None:
+        _model_thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="torch-engine")
+    return _model_thread
+
+
+class _ModelExecutor(concurrent.futures.Executor):
+    """One engine's handle on ``model_thread()``: shutting it down stops this engine's use of the thread (and
+    waits for the work already queued there), not the other engines'."""
+
+    def __init__(self):
+        self._shut = False
+
+    def submit(self, fn, /, *args, **kwargs):
+        if self._shut:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+        return model_thread().submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._shut = True
+        if wait and not threading.current_thread().name.startswith("torch-engine"):
+            model_thread().submit(lambda: None).result()
+
+
+def _in_model_thread(fn, *args):
+    if threading.current_thread().name.startswith("torch-engine"):
+        return fn(*args)
+    return model_thread().submit(fn, *args).result()
 
 
 def pick_device(device: str) -> torch.device:
@@ -86,6 +127,11 @@ class TorchEngine:
 
     def __init__(self, config: EngineConfig):
         self.config = config
+        _in_model_thread(self._load, config)      # torch's thread pools belong to the thread that steps (model_thread)
+        self.stop_ids = self._stop_ids()
+        self._init_state()
+
+    def _load(self, config: EngineConfig) -> None:
         self.device = pick_device(config.device)
         self.dtype = pick_dtype(config.dtype, self.device)
         self.model_path, self.tokenizer = open_model(config.model)
@@ -112,7 +158,8 @@ class TorchEngine:
                 model.pack_(self.packing)
         self.threads = (ThreadChooser(config.threads or os.cpu_count() or 1, config.adaptive_threads)
                         if self.device.type == "cpu" else None)
-        self.stop_ids = self._stop_ids()
+
+    def _init_state(self) -> None:
         self._spec_costs: tuple[float, float] | None = None     # (c, v), see _speculation_costs
         self._plain_step_s: float | None = None                 # measured time of a plain decode step
         self._plain_measured = False                            # _plain_step_s comes from a real decode step
@@ -126,7 +173,7 @@ class TorchEngine:
         self._counters = Counters()
         self._running: dict[str, _Running] = {}
         self._cache_lru: OrderedDict[str, _Caches] = OrderedDict()
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="torch-engine")
+        self._pool = _ModelExecutor()
         self._task: asyncio.Task | None = None
         self._wakeup: asyncio.Event | None = None
         self._closed = False
