@@ -18,9 +18,12 @@ than a silently different tokenisation.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -206,6 +209,24 @@ def cache_root() -> Path:
     return base / "gguf"
 
 
+@contextlib.contextmanager
+def building(folder: Path, what: str, error: type[Exception]) -> Iterator[Path]:
+    """Fill a temporary sibling of cache folder ``folder`` (the ``with`` body), then move it into place at once, so
+    that no process ever sees a half-written folder; when another process made ``folder`` first, theirs is kept (it
+    is the same). An unwritable cache is ``error`` naming ``what`` and the COMPLETER_CACHE setting."""
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise error(f"cannot write {what} under {tmp.parent} ({e.strerror}); "
+                    f"set COMPLETER_CACHE to a writable folder") from e
+    yield tmp
+    try:
+        tmp.rename(folder)
+    except OSError:  # another process made it first: theirs is the same
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def materialise(path: str | Path, root: str | Path | None = None) -> Path:
     """The model folder for a GGUF file (made once per file version in the cache, a few MB: no weights)."""
     path = Path(path).expanduser()
@@ -216,12 +237,13 @@ def materialise(path: str | Path, root: str | Path | None = None) -> Path:
     meta = _meta(reader)
     config = config_from_gguf(reader, meta)
     tok = build_tokenizer(reader, meta)
-    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
-    try:
-        tmp.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise GGUFError(f"cannot write the model folder for {path.name} under {tmp.parent} ({e.strerror}); "
-                        f"set COMPLETER_CACHE to a writable folder") from e
+    with building(folder, f"the model folder for {path.name}", GGUFError) as tmp:
+        _write_folder(tmp, path, reader, meta, config, tok)
+    return folder
+
+
+def _write_folder(tmp: Path, path: Path, reader, meta: dict, config: ModelConfig, tok) -> None:
+    """The cached folder's files for GGUF ``path``: tokenizer, configs and a link to the file (no weights)."""
     tok.save(str(tmp / "tokenizer.json"))
     tokens = reader.fields["tokenizer.ggml.tokens"].contents()
     names = {t.content for t in tok.get_added_tokens_decoder().values()}
@@ -239,12 +261,6 @@ def materialise(path: str | Path, root: str | Path | None = None) -> Path:
         "add_bos_token": bool(meta.get("tokenizer.ggml.add_bos_token")), "add_eos_token": False,
         "clean_up_tokenization_spaces": False}, indent=2) + "\n")
     (tmp / "model.gguf").symlink_to(path.resolve())
-    try:
-        tmp.rename(folder)
-    except OSError:  # another process made it first: theirs is the same
-        import shutil
-        shutil.rmtree(tmp, ignore_errors=True)
-    return folder
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu",

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -121,21 +120,22 @@ def dequantised_state(folder: str | Path) -> dict[str, torch.Tensor]:
 
 def materialise(folder: str | Path, root: str | Path | None = None) -> Path:
     """The ordinary model folder (float32 ``model.safetensors``) for packed ``folder``, made once in the cache."""
-    from safetensors.torch import save_file
-
-    from .gguf import cache_root
+    from .gguf import building, cache_root
 
     folder = Path(folder)
     digest = hashlib.sha1((folder / QUANT_FILE).read_bytes()).hexdigest()[:16]
     out = Path(root or cache_root()) / f"quant-{folder.parent.name}-{folder.name}-{digest}"
     if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
         return out
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    try:
-        tmp.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise FileNotFoundError(f"cannot write the dequantised model for {folder} under {tmp.parent} "
-                                f"({e.strerror}); set COMPLETER_CACHE to a writable folder") from e
+    with building(out, f"the dequantised model for {folder}", FileNotFoundError) as tmp:
+        _write_dequantised(folder, tmp)
+    return out
+
+
+def _write_dequantised(folder: Path, tmp: Path) -> None:
+    """The files of packed ``folder`` as an ordinary model folder in ``tmp``: float32 weights, its other files."""
+    from safetensors.torch import save_file
+
     save_file({k: v.contiguous() for k, v in dequantised_state(folder).items()}, str(tmp / "model.safetensors"),
               metadata={"format": "pt"})
     for p in folder.iterdir():
@@ -151,11 +151,6 @@ def materialise(folder: str | Path, root: str | Path | None = None) -> Path:
     cfg["torch_dtype"] = "float32"
     cfg["completer_house"] = True          # the cache folder is no longer under HOUSE_DIR: keep the house template
     (tmp / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    try:
-        tmp.rename(out)
-    except OSError:  # another process made it first: theirs is the same
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
