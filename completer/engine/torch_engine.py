@@ -41,7 +41,9 @@ CACHE_KEYS = 8          # documents whose KV caches are kept for reuse (LRU)
 DETOK_CONTEXT = 4       # prompt tokens decoded with the output so that leading spaces/merges come out right
 
 
+_MODEL_THREAD = "torch-engine"
 _model_thread: concurrent.futures.ThreadPoolExecutor | None = None
+_model_thread_lock = threading.Lock()
 
 
 def model_thread() -> concurrent.futures.ThreadPoolExecutor:
@@ -52,9 +54,14 @@ def model_thread() -> concurrent.futures.ThreadPoolExecutor:
     thread's, made while loading the model, or another engine's worker) a 2-thread decode step took ~4.5 ms instead
     of ~1.1 ms on a 2-core box, so the thread chooser kept 1 thread. Engines of one process share the CPU anyway."""
     global _model_thread
-    if _model_thread is None:
-        _model_thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="torch-engine")
-    return _model_thread
+    with _model_thread_lock:                  # engines may be built from several threads at once: still one thread
+        if _model_thread is None:
+            _model_thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=_MODEL_THREAD)
+        return _model_thread
+
+
+def _on_model_thread() -> bool:
+    return threading.current_thread().name.startswith(_MODEL_THREAD)
 
 
 class _ModelExecutor(concurrent.futures.Executor):
@@ -71,12 +78,12 @@ class _ModelExecutor(concurrent.futures.Executor):
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._shut = True
-        if wait and not threading.current_thread().name.startswith("torch-engine"):
+        if wait and not _on_model_thread():
             model_thread().submit(lambda: None).result()
 
 
 def _in_model_thread(fn, *args):
-    if threading.current_thread().name.startswith("torch-engine"):
+    if _on_model_thread():
         return fn(*args)
     return model_thread().submit(fn, *args).result()
 
