@@ -101,17 +101,18 @@ class Load:
         """A flight ends; ``seconds`` is its time to finish (None: aborted or failed, no measurement)."""
         self.running = max(0, self.running - 1)
         if seconds is not None and concurrency > 0:
-            per = seconds / concurrency
-            self.slot_s = per if self.slot_s is None else (1 - self.ALPHA) * self.slot_s + self.ALPHA * per
+            self._measured(seconds / concurrency)
 
     def too_slow(self, seconds: float, concurrency: int) -> None:
         """A flight had not answered after ``seconds`` (the bound): its time is at least that. Raises the estimate
         when it is below (a lower bound only raises it); without this, an engine so overloaded that nothing ever
         finishes would never measure anything and keep admitting everything."""
-        if concurrency > 0:
-            per = seconds / concurrency
-            if self.slot_s is None or per > self.slot_s:
-                self.slot_s = per if self.slot_s is None else (1 - self.ALPHA) * self.slot_s + self.ALPHA * per
+        if concurrency > 0 and (self.slot_s is None or seconds / concurrency > self.slot_s):
+            self._measured(seconds / concurrency)
+
+    def _measured(self, per: float) -> None:
+        """One request's time per concurrent request into the running average ``slot_s``."""
+        self.slot_s = per if self.slot_s is None else (1 - self.ALPHA) * self.slot_s + self.ALPHA * per
 
     def predicted_s(self) -> float | None:
         """Time a flight started now would take (None before any measurement)."""
