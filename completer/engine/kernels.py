@@ -75,8 +75,15 @@ def _build() -> object | None:
         if lock.exists() and time.time() - lock.stat().st_mtime > STALE_LOCK_S:
             log.warning("removing a stale extension build lock %s", lock)
             lock.unlink(missing_ok=True)
+        if not (folder / f"{name}.so").is_file():   # the first start on this machine waits for the compiler: say so
+            log.warning("building the engine's CPU kernels once (about 15 s; cached in %s)", folder)
+            t0 = time.monotonic()
+        else:
+            t0 = None
         cpp_extension.load(name=name, sources=[str(src)], extra_cflags=cflags, extra_ldflags=ldflags, build_directory=str(folder),
                            is_python_module=False, verbose=False)
+        if t0 is not None:
+            log.warning("CPU kernels built in %.1f s", time.monotonic() - t0)
         ops = torch.ops.completer_kernels
         # one check against torch before the model trusts it (a miscompiled kernel must not give wrong text)
         g = torch.Generator().manual_seed(0)
