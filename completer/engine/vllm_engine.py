@@ -27,12 +27,19 @@ from typing import Any, AsyncIterator
 from .. import healing
 from ..models import resolve_model
 from ..prompt import template_for_model
-from .base import Chunk, Counters, EngineError, Request, apply_stop, check_prompt, open_model
+from .base import Chunk, Counters, EngineError, Request, RequestError, apply_stop, check_prompt, open_model
 from .config import EngineConfig
 
 log = logging.getLogger(__name__)
 
 ADAPTIVE_K = 4   # vLLM has no acceptance-driven k; "adaptive" maps to this fixed k (capped by max_speculative_tokens)
+# vLLM 0.26's V2 model runner (the default without speculation and with the EAGLE family) keeps a request's
+# allowed_token_ids in a fixed table of 1024 per request (vllm/v1/worker/gpu/sample/logit_bias.py,
+# MAX_NUM_ALLOWED_TOKEN_IDS) and raises ValueError for more *inside the engine core's model step*: nothing checks it
+# when the request is added, so the whole engine core dies (EngineDeadError) instead of the request failing. Token
+# healing of a common piece (" " after a word: 3037 of the house vocabulary's 8192 tokens start with a space) asks
+# for more. The V1 runner (draft_model / ngram speculation) uses a vocabulary-wide mask and has no such limit.
+V2_MAX_ALLOWED_TOKEN_IDS = 1024
 
 
 def speculative_k(config: EngineConfig) -> int:
@@ -134,6 +141,18 @@ def check_eagle3_drafter(folder: Path | str, weights: bool = True) -> None:
         raise ValueError(f"drafter {folder} has no *.safetensors weights")
 
 
+def allowed_ids_limit(vllm_config: Any) -> int | None:
+    """The most ``allowed_token_ids`` one request may carry on the model runner vLLM chose for ``vllm_config``
+    (None: no limit). Read from vLLM when it says; the V2 runner's table size otherwise."""
+    if not getattr(vllm_config, "use_v2_model_runner", True):
+        return None
+    try:
+        from vllm.v1.worker.gpu.sample.logit_bias import MAX_NUM_ALLOWED_TOKEN_IDS
+    except Exception:
+        return V2_MAX_ALLOWED_TOKEN_IDS
+    return int(MAX_NUM_ALLOWED_TOKEN_IDS)
+
+
 def sampling_kwargs(request: Request) -> dict:
     """``SamplingParams`` keyword arguments for ``request`` (``output_kind`` is added by the engine)."""
     kw: dict[str, Any] = dict(max_tokens=request.max_new_tokens, temperature=request.temperature,
@@ -182,6 +201,9 @@ class VLLMEngine:
 
     name = "vllm"
     n_vocab: int | None = None       # the model's vocabulary, read from vLLM at start
+    max_allowed_ids: int | None = V2_MAX_ALLOWED_TOKEN_IDS   # the most allowed_token_ids one request may carry
+    # (None: no limit); set at start from the model runner vLLM chose
+    _heal_unconstrained = 0          # healing steps served unconstrained because their allowed set was too large
     _prompt = dict                   # vllm.inputs.TokensPrompt once vLLM is imported (a TypedDict: a dict at run time)
 
     def __init__(self, config: EngineConfig, **engine_overrides: Any) -> None:
@@ -216,6 +238,7 @@ class VLLMEngine:
             raise EngineError(f"vLLM engine failed to start: {type(e).__name__}: {e}") from e
         self.max_model_len = self.llm.model_config.max_model_len
         self.n_vocab = self.llm.model_config.get_vocab_size()   # ids past it are a per-request error, not a crash
+        self.max_allowed_ids = allowed_ids_limit(self.llm.vllm_config)
         from vllm.inputs import TokensPrompt
 
         self._prompt = TokensPrompt                             # vLLM's typed prompt form for token ids
@@ -242,7 +265,7 @@ class VLLMEngine:
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
     def counters(self) -> dict:
-        return self._counters.snapshot()
+        return {**self._counters.snapshot(), "heal_unconstrained": self._heal_unconstrained}
 
     @functools.cached_property
     def prompt_template(self) -> str:
@@ -266,11 +289,17 @@ class VLLMEngine:
             return
         if request.heal:                                # token healing: constrained steps first, then the rest
             try:
-                heal_ids, extra = await self._heal(request, ids)
+                heal_ids, extra, tail = await self._heal(request, ids)
             except (asyncio.CancelledError, GeneratorExit):
                 c.requests_aborted += 1                 # started, so it must end as finished or aborted (the
                 raise                                   # 50-client load left 2741 of 3844 counted as running)
-            ids, c.generated_tokens = ids + heal_ids, c.generated_tokens + len(heal_ids)
+            except ValueError as e:                     # vLLM refused a healing step: the request's fault
+                c.requests_aborted += 1
+                raise RequestError(f"bad request: {e}") from e
+            except Exception as e:
+                c.requests_aborted += 1
+                raise EngineError(f"vLLM engine error: {type(e).__name__}: {e}") from e
+            ids, c.generated_tokens = ids + heal_ids + tail, c.generated_tokens + len(heal_ids)
             extra, stopped = apply_stop(extra, request.stop)
             left = request.max_new_tokens - len(heal_ids)
             if stopped or left <= 0:
@@ -312,26 +341,36 @@ class VLLMEngine:
                 c.wasted_tokens += generated
                 await self.llm.abort(rid)
             raise
-        except ValueError as e:                       # vLLM rejected the request
+        except ValueError as e:                       # vLLM rejected the request: its fault, the engine is fine
             done = True
-            raise EngineError(f"bad request: {e}") from e
+            c.requests_aborted += 1                   # started, so it ends as finished or aborted
+            raise RequestError(f"bad request: {e}") from e
         except Exception as e:
             done = True
+            c.requests_aborted += 1
             raise EngineError(f"vLLM engine error: {type(e).__name__}: {e}") from e
         finally:
             self._active.discard(rid)
             await stream.aclose()                   # vLLM's generator aborts its request if it is still running
 
-    async def _heal(self, request: Request, ids: list[int]) -> tuple[list[int], str]:
-        """Token healing on vLLM: (the healing token ids, the text they add after ``request.heal``). vLLM's
-        ``allowed_token_ids`` holds for a whole request, so each constrained step is a one-token request of its own
-        (usually one or two; prefix caching makes their prefills nearly free)."""
+    async def _heal(self, request: Request, ids: list[int]) -> tuple[list[int], str, list[int]]:
+        """Token healing on vLLM: (the healing token ids, the text they add after ``request.heal``, prompt ids to
+        append after them). vLLM's ``allowed_token_ids`` holds for a whole request, so each constrained step is a
+        one-token request of its own (usually one or two; prefix caching makes their prefills nearly free).
+
+        A step whose allowed set is larger than the model runner takes (``max_allowed_ids``) is not constrained:
+        healing stops there and the characters still to re-type go back into the prompt as plain tokens (the
+        prompt as it was before healing backed it up), so the request is served as without healing rather than
+        sent to vLLM, whose engine core would die on it."""
         left, new, text = request.heal, [], ""
         while left and len(new) < request.max_new_tokens:
             allowed = healing.allowed_tokens(self.tokenizer, left, self.n_vocab)   # ids past the model's
             # vocabulary would fail inside vLLM's engine core (it checks them against the tokenizer's length only)
             if not allowed:
                 break
+            if self.max_allowed_ids is not None and len(allowed) > self.max_allowed_ids:
+                self._heal_unconstrained += 1
+                return new, "", self.tokenizer.encode(left, add_special_tokens=False).ids
             kw = dict(sampling_kwargs(request), max_tokens=1, stop=[])
             params = self._SamplingParams(**kw, allowed_token_ids=list(allowed), output_kind=self._DELTA)
             got: list[int] = []
@@ -345,7 +384,7 @@ class VLLMEngine:
             new.append(got[0])
             text += piece
             left = healing.advance(left, piece)
-        return new, healing.strip_healed(text, request.heal) or ""
+        return new, healing.strip_healed(text, request.heal) or "", []
 
     async def abort(self, request_id: str) -> None:
         if request_id in self._active and not self._closed:

@@ -120,3 +120,88 @@ async def test_healing_allows_only_ids_of_the_models_vocabulary(tok):
     e.n_vocab = cut
     await run(e, Request("r", [5, 6, 7], max_new_tokens=4, heal="sel"))
     assert e.llm.calls[0][2]["allowed_token_ids"] == keep and len(keep) < len(full)
+
+
+async def test_a_healing_step_over_the_runners_allowed_limit_is_not_sent(tok):
+    """vLLM 0.26's V2 model runner holds at most 1024 allowed_token_ids per request and raises inside the engine
+    core's model step for more, which kills the engine (the 2026-12-03b replays). Healing " " (thousands of house
+    tokens start with a space) is therefore not sent as a constrained step: the space goes back into the prompt and
+    the main request is the unhealed one; a small allowed set is still sent as before."""
+    assert len(healing.allowed_tokens(tok, " ")) > 1024
+    space = tok.encode(" ", add_special_tokens=False).ids
+    rest = tok.encode("x = 1", add_special_tokens=False).ids
+    e = engine(tok, {"r": rest})
+    e.max_allowed_ids = 1024
+    text, ids, last = await run(e, Request("r", [5, 6, 7], max_new_tokens=8, heal=" "))
+    assert [c[0] for c in e.llm.calls] == ["r"]                       # no healing request at all
+    (_, mprompt, mparams), = e.llm.calls
+    assert mprompt == [5, 6, 7] + space and mparams["max_tokens"] == 8
+    assert text == "x = 1" and ids == rest and last.finished
+    assert e.counters()["heal_unconstrained"] == 1
+    assert e.counters()["requests_started"] == e.counters()["requests_finished"] == 1
+
+
+async def test_the_limit_applies_at_a_later_healing_step_too(tok):
+    """A first step that re-types part of the text, then a remainder whose allowed set is too large: the healing
+    token stays generated, the remainder is appended to the prompt after it, and the output leaves both out."""
+    heal = "x "
+    x = tok.token_to_id("x")
+    assert len(healing.allowed_tokens(tok, heal)) <= 1024 < len(healing.allowed_tokens(tok, " "))
+    rest = tok.encode("= 1", add_special_tokens=False).ids
+    e = engine(tok, {"r#heal0": [x], "r": rest})
+    e.max_allowed_ids = 1024
+    text, ids, _ = await run(e, Request("r", [5, 6, 7], max_new_tokens=8, heal=heal))
+    assert [c[0] for c in e.llm.calls] == ["r#heal0", "r"]
+    assert e.llm.calls[1][1] == [5, 6, 7, x] + tok.encode(" ", add_special_tokens=False).ids
+    assert e.llm.calls[1][2]["max_tokens"] == 7
+    assert text == "= 1" and ids == [x] + rest
+
+
+async def test_without_a_limit_a_large_allowed_set_is_sent(tok):
+    """The V1 runner (draft_model / ngram speculation) has no such limit: healing " " is constrained as before."""
+    tok_space = next(i for i in healing.allowed_tokens(tok, " ") if tok.decode([i]).startswith(" "))
+    e = engine(tok, {"r#heal0": [tok_space], "r": [tok.token_to_id("x")]})
+    e.max_allowed_ids = None
+    await run(e, Request("r", [5, 6, 7], max_new_tokens=4, heal=" "))
+    assert e.llm.calls[0][0] == "r#heal0"
+    assert e.llm.calls[0][2]["allowed_token_ids"] == list(healing.allowed_tokens(tok, " "))
+
+
+def test_the_allowed_limit_follows_the_model_runner():
+    from completer.engine.vllm_engine import V2_MAX_ALLOWED_TOKEN_IDS, allowed_ids_limit
+
+    assert allowed_ids_limit(SimpleNamespace(use_v2_model_runner=False)) is None
+    assert allowed_ids_limit(SimpleNamespace(use_v2_model_runner=True)) == V2_MAX_ALLOWED_TOKEN_IDS == 1024
+
+
+async def test_a_request_vllm_rejects_is_a_request_error_not_an_engine_failure(tok):
+    """vLLM's ValueError for a bad request (its input checks) is the request's fault: RequestError, which the
+    supervisor passes on as a refusal without restarting the engine."""
+    from completer.engine.base import EngineError, RequestError
+
+    e = engine(tok, {})
+
+    def generate(prompt, params, rid):
+        async def stream():
+            raise ValueError("max_tokens must be at least 1")
+            yield None
+        return stream()
+
+    e.llm.generate = generate
+    with pytest.raises(RequestError):
+        await run(e, Request("r", [5, 6, 7], max_new_tokens=4))
+    with pytest.raises(RequestError):
+        await run(e, Request("q", [5, 6, 7], max_new_tokens=4, heal="sel"))
+
+    def dead(prompt, params, rid):
+        async def stream():
+            raise RuntimeError("EngineCore encountered an issue")
+            yield None
+        return stream()
+
+    e.llm.generate = dead
+    with pytest.raises(EngineError) as got:
+        await run(e, Request("s", [5, 6, 7], max_new_tokens=4, heal="sel"))
+    assert not isinstance(got.value, RequestError)
+    c = e.counters()
+    assert c["requests_started"] == c["requests_aborted"] + c["requests_finished"]
