@@ -308,7 +308,7 @@ def server_command(transport: str | None = "stdio", *args: str, module: str = "l
 class Server:
     """A server process (spawned) or a listening address (``connect``) that clients are opened on.
 
-    Its log (stderr) goes to ``log_path`` (a new temporary file when not given), where the listening port of a
+    Its log (stderr, and stdout for ws/tcp) goes to ``log_path`` (a new temporary file when not given), where the listening port of a
     ws/tcp server is read from and where a test may look for what the server reported.
     """
 
@@ -345,8 +345,10 @@ class Server:
         self._log = open(self.log_path, "wb")
         stdio = self.transport == "stdio"
         pipe, null = asyncio.subprocess.PIPE, asyncio.subprocess.DEVNULL
+        # a ws/tcp server's stdout goes to the log too: what it (or a library in it, or a child process such as
+        # vLLM's engine core, whose traceback 2026-12-03b lost) prints there is kept next to its stderr
         self.proc = await asyncio.create_subprocess_exec(*self.cmd, stdin=pipe if stdio else null,
-                                                         stdout=pipe if stdio else null, stderr=self._log,
+                                                         stdout=pipe if stdio else self._log, stderr=self._log,
                                                          env=self.env)
         if stdio:
             return
