@@ -13,7 +13,11 @@ Stages (run in the order given, each skipped when less than its estimate is left
   bandwidth floor, each in its own engine.
 - ``load`` (issue 13): ``bench/reliability.py``'s trace load (``run_load``: ``--clients`` websocket clients replaying
   the traces for ``--load-s`` seconds) against a server with the vLLM backend and the house defaults (target + house
-  draft), GPU memory sampled each second.
+  draft; ``--load-engine-json`` over them), GPU memory sampled each second, and where the time goes: the server's
+  own ``--metrics`` (keystroke-to-answer inside the server, engine TTFT and time per token histograms) scraped each
+  second, and the CPU seconds of the server process and of vLLM's engine-core process over the load.
+- ``heal-repro``: ``heal_repro.py`` in its own process (one engine start): the token-healing fix served, then a raw
+  vLLM request with 1024 allowed ids (served) and 1025 (kills the engine core: the 2026-12-03b deaths' cause).
 - ``house-none`` / ``house-eagle3-k2`` (issue 15): the house target, no speculation / the shipped EAGLE-3 drafter at
   k=2, replay over websockets on a warmed engine; ``kill9`` after ``house-eagle3-k2``: SIGKILL of the engine-core
   process while a completion is generating: what the client gets and when, and when a completion succeeds again.
@@ -52,7 +56,7 @@ GPU_UTIL = 0.4
 # initializationOptions of every replay (the replay's own base options: maxTokens 32, debounce 30 ms)
 REPLAYS = {"full": {"earlyAnswer": False}, "first-line": {"earlyAnswer": True}}
 ESTIMATE_S = {"lsp-7b-bf16": 200, "lsp-7b-fp8": 200, "dummy": 200, "load": 150, "house-none": 110,
-              "house-eagle3-k2": 110, "kill9": 60}
+              "house-eagle3-k2": 110, "kill9": 60, "heal-repro": 100}
 WARM_DOC = "import os\n\n\ndef read_config(path):\n    with open(path) as f:\n        \n"
 
 
@@ -220,33 +224,145 @@ async def kill9(server: Server, engine: dict) -> dict:
     return res
 
 
+def _proc_cpu(pid: int) -> float | None:
+    import psutil
+
+    try:
+        t = psutil.Process(pid).cpu_times()
+        return t.user + t.system
+    except psutil.Error:
+        return None
+
+
+def _load_procs() -> dict:
+    """pid of the load's language server (our child) and of its vLLM engine-core process."""
+    import psutil
+
+    out: dict = {}
+    for p in psutil.Process().children(recursive=True):
+        try:
+            cmd = " ".join(p.cmdline() or [p.name()])
+        except psutil.Error:
+            continue
+        if "EngineCore" in cmd or "EngineCore" in p.name():
+            out.setdefault("engine_core", p.pid)
+        elif "--ws" in cmd or "completer-lsp" in cmd or "lsp" in cmd.split(" ")[0]:
+            out.setdefault("server", p.pid)
+    return out
+
+
+def _scrape(port: int) -> dict:
+    """The server's Prometheus text as {metric{labels}: value} (histogram buckets, sums and counts included)."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    vals = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and line.startswith("completer_"):
+            k, _, v = line.rpartition(" ")
+            try:
+                vals[k] = float(v)
+            except ValueError:
+                pass
+    return vals
+
+
+def histogram_summary(vals: dict, name: str) -> dict:
+    """count, mean and bucket-bound p50/p95 (the upper bound of the bucket holding that rank) of one histogram."""
+    import re
+
+    buckets = sorted((float("inf") if m.group(1) == "+Inf" else float(m.group(1)), v) for k, v in vals.items()
+                     for m in [re.match(rf'{name}_bucket{{le="([^"]+)"}}$', k)] if m)
+    n = vals.get(f"{name}_count") or 0
+    out = {"count": n, "mean_ms": (vals.get(f"{name}_sum", 0) / n * 1000) if n else None}
+    for q in (50, 95):
+        le = next((b for b, c in buckets if c >= n * q / 100), None) if n else None
+        out[f"p{q}_le_ms"] = None if le is None else (le * 1000 if le != float("inf") else "inf")
+    return out
+
+
 async def load_stage(args, out: Path) -> dict:
+    import re
+
     from bench import reliability
 
-    opts = merge_engine({"backend": "vllm", "gpu_memory_utilization": GPU_UTIL}, args.engine_json)  # house defaults
+    opts = merge_engine(merge_engine({"backend": "vllm", "gpu_memory_utilization": GPU_UTIL}, args.engine_json),
+                        args.load_engine_json)   # house defaults, with the load's own overrides
     samples: list = []
     stop = asyncio.Event()
+    last: dict = {}
 
-    async def sample() -> None:
-        t0 = time.perf_counter()
-        while not stop.is_set():
-            samples.append((round(time.perf_counter() - t0, 1), await asyncio.to_thread(gpu_mem_mib)))
-            await asyncio.sleep(1.0)
+    with tempfile.TemporaryDirectory() as d:
+        log = Path(d, "load-server-traces.log")
 
-    task = asyncio.create_task(sample())
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            r = await reliability.run_load(opts, [], args.clients, args.load_s, Path(d), "traces",
-                                           reliability.load_traces())
-            (out / "load-server.log").write_text(Path(d, "load-server-traces.log").read_text(errors="replace")[-20000:])
-    finally:
-        stop.set()
-        await task
+        async def sample() -> None:
+            t0 = time.perf_counter()
+            port = None
+            while not stop.is_set():
+                row: dict = {"t": round(time.perf_counter() - t0, 1), "gpu_mib": await asyncio.to_thread(gpu_mem_mib)}
+                if port is None and log.exists():
+                    m = re.search(r"metrics on http://[^:]+:(\d+)/metrics", log.read_text(errors="replace"))
+                    port = int(m.group(1)) if m else None
+                if port is not None:
+                    try:
+                        vals = await asyncio.to_thread(_scrape, port)
+                        last["metrics"], last["metrics_t"] = vals, row["t"]
+                    except Exception as e:  # noqa: BLE001 -- the server may be gone at the end
+                        row["scrape_error"] = f"{type(e).__name__}"[:60]
+                procs = _load_procs()
+                for k, pid in procs.items():
+                    cpu = _proc_cpu(pid)
+                    if cpu is not None:
+                        row[f"cpu_s_{k}"] = round(cpu, 2)
+                        last.setdefault(f"cpu_first_{k}", (row["t"], cpu))
+                        last[f"cpu_last_{k}"] = (row["t"], cpu)
+                samples.append(row)
+                await asyncio.sleep(1.0)
+
+        task = asyncio.create_task(sample())
+        try:
+            r = await reliability.run_load(opts, ["--metrics", "127.0.0.1:0"], args.clients, args.load_s, Path(d),
+                                           "traces", reliability.load_traces())
+            (out / "load-server.log").write_text(log.read_text(errors="replace")[-40000:])
+        finally:
+            stop.set()
+            await task
     lat = r.pop("latencies")
     r["latency_ms"].update(p50=nearest_rank(lat, 50), n=len(lat))
-    r["gpu_mem_mib"] = {"max": max((m for _, m in samples if m is not None), default=None), "samples": samples}
+    r["gpu_mem_mib"] = {"max": max((s["gpu_mib"] for s in samples if s.get("gpu_mib") is not None), default=None)}
+    r["samples_device"] = samples
+    vals = last.get("metrics") or {}
+    r["server_metrics"] = {"scraped_at_s": last.get("metrics_t"),
+                           "request_latency": histogram_summary(vals, "completer_request_latency_seconds"),
+                           "ttft": histogram_summary(vals, "completer_time_to_first_token_seconds"),
+                           "tpot": histogram_summary(vals, "completer_time_per_output_token_seconds"),
+                           "requests": {k: v for k, v in vals.items() if k.startswith("completer_requests_total")},
+                           "raw": vals}
+    cpu = {}
+    for k in ("server", "engine_core"):
+        a, b = last.get(f"cpu_first_{k}"), last.get(f"cpu_last_{k}")
+        if a and b and b[0] > a[0]:
+            cpu[k] = {"cpu_s": round(b[1] - a[1], 1), "over_s": round(b[0] - a[0], 1),
+                      "cores_busy": round((b[1] - a[1]) / (b[0] - a[0]), 2)}
+    r["cpu"] = cpu
     r["engine_options"] = opts
     return r
+
+
+def run_heal_repro(out: Path, left: float) -> dict:
+    cmd = [sys.executable, str(ROOT / "bench" / "vllm" / "heal_repro.py"), "--out", str(out)]
+    t0 = time.perf_counter()
+    with open(out / "heal_repro.log", "w") as log:
+        try:
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=max(min(left - 10, 240), 30)).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    text = (out / "heal_repro.log").read_text(errors="replace")
+    res = {"rc": rc, "wall_s": time.perf_counter() - t0, "command": " ".join(cmd),
+           "too_many_in_log": "Too many allowed token IDs" in text}
+    if (out / "result.json").exists():
+        res["result"] = json.loads((out / "result.json").read_text())
+    return res
 
 
 def run_dummy(args, out: Path, left: float) -> dict:
@@ -278,6 +394,8 @@ async def main() -> None:
     ap.add_argument("--deadline-s", type=float, default=560)
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--load-s", type=float, default=60)
+    ap.add_argument("--load-engine-json", default="{}", help="engine settings of the load stage only, over the house "
+                    "defaults, e.g. '{\"speculation\": \"none\"}'")
     ap.add_argument("--options-json", default="{}", help="server options for every replay, e.g. "
                     "'{\"tokenHealing\": false}'")
     ap.add_argument("--fp8-replays", default="full,first-line", help="the replays of lsp-7b-fp8")
@@ -296,7 +414,7 @@ async def main() -> None:
         from dummy import SHAPES, write_model
 
         write_model(MODELS / "target-7b", SHAPES["target-7b"], "house")
-    summary: dict = {"argv": sys.argv, "gpu_mem_mib_at_start": gpu_mem_mib(), "stages": {}}
+    summary: dict = {"argv": sys.argv, "loadavg_start": os.getloadavg(), "gpu_mem_mib_at_start": gpu_mem_mib(), "stages": {}}
     save(args, summary)
     kept: tuple | None = None          # (server, engine) of house-eagle3-k2, for kill9
     for stage in stages:
@@ -314,6 +432,8 @@ async def main() -> None:
         try:
             if stage == "dummy":
                 res = await asyncio.to_thread(run_dummy, args, out, left)
+            elif stage == "heal-repro":
+                res = await asyncio.to_thread(run_heal_repro, out, left)
             elif stage == "load":
                 res = await load_stage(args, out)
             elif stage == "kill9":
@@ -358,6 +478,7 @@ async def main() -> None:
         summary["stages"].setdefault("kill9", {})["stop"] = await stop_server(kept[0])
     summary["gpu_mem_mib_at_end"] = gpu_mem_mib()
     summary["wall_s"] = time.perf_counter() - t_start
+    summary["loadavg_end"] = os.getloadavg()
     save(args, summary)
 
 
