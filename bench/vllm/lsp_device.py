@@ -352,13 +352,26 @@ async def load_stage(args, out: Path) -> dict:
 def run_heal_repro(out: Path, left: float) -> dict:
     cmd = [sys.executable, str(ROOT / "bench" / "vllm" / "heal_repro.py"), "--out", str(out)]
     t0 = time.perf_counter()
+    kids: dict = {}
     with open(out / "heal_repro.log", "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        end = time.perf_counter() + max(min(left - 10, 240), 30)
+        while proc.poll() is None and time.perf_counter() < end:
+            kids.update((k.pid, k) for k in descendants(proc.pid))     # its engine core, to end if it stays
+            time.sleep(0.5)
+        if proc.poll() is None:
+            proc.kill()
+        rc = proc.wait() if proc.returncode is None else proc.returncode
+    left_over = []
+    for pid, k in kids.items():                                          # by pid, only what it started
         try:
-            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=max(min(left - 10, 240), 30)).returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
+            if k.is_running() and k.status() != "zombie":
+                left_over.append(pid)
+                os.kill(pid, signal.SIGKILL)
+        except Exception:  # noqa: BLE001 -- gone already
+            pass
     text = (out / "heal_repro.log").read_text(errors="replace")
-    res = {"rc": rc, "wall_s": time.perf_counter() - t0, "command": " ".join(cmd),
+    res = {"rc": rc, "wall_s": time.perf_counter() - t0, "command": " ".join(cmd), "killed_left_over": left_over,
            "too_many_in_log": "Too many allowed token IDs" in text}
     if (out / "result.json").exists():
         res["result"] = json.loads((out / "result.json").read_text())
