@@ -45,7 +45,7 @@ class EngineConfig:
                                               # n-gram speculation); False schedules each step after the last
     # embedded (torch) backend on a CPU:
     threads: int = 0                          # most CPU threads a model step may use (0 = every core)
-    batch_decode: bool = True                 # plain decode steps of concurrent requests in one forward
+    batch_decode: bool = True                 # concurrent requests stepped in shared forwards (decode, drafts, verification)
     adaptive_threads: bool = True             # per phase (prompt / decode step) use 1 or `threads`, whichever
                                               # measures faster while serving (completer/engine/threads.py)
     quantization: str | None = None           # torch: None = float weights, with decode/verification steps

@@ -29,7 +29,7 @@ from ..models.llama import SMALL_STEP, KVCache, LlamaForCausalLM, PackedLinear
 from ..models.tokenizer import load_tokenizer
 from ..prompt import ALL_END_TOKENS, template_for_model
 from ..speculative import (BreakEven, DraftProposer, Sampling, common_prefix, decode_one, make_schedule, prefill,
-                           propose_ngram, speculative_step)
+                           propose_ngram, speculative_step, verify_greedy, verify_sampling)
 from .base import (Chunk, Counters, EngineError, InjectedFault, Request, apply_stop, check_prompt, held_back,
                    open_model)
 from .config import EngineConfig
@@ -172,6 +172,7 @@ class TorchEngine:
         self._plain_measured = False                            # _plain_step_s comes from a real decode step
         self.speculation_switched_off = 0                       # requests whose speculation stopped paying
         self.batched_steps = 0                                  # forwards that stepped several requests at once
+        self.batched_verifications = 0                          # speculative verifications done in those
         # special tokens (FIM sentinels, file separators): prompt lookup never matches or proposes across them
         self.sentinels = frozenset(i for i, t in self.tokenizer.get_added_tokens_decoder().items() if t.special)
         # test hook (supervisor.inject_step_fault): every model step after this many raises InjectedFault
@@ -343,25 +344,97 @@ class TorchEngine:
                 self._fail(run, e)
 
     def _batchable(self, run: _Running) -> bool:
-        """A request whose next step is a plain one-token decode (prefilled, no healing constraint, speculation
-        off for it) with its cache holding every committed token but the last, as decode_one leaves it."""
+        """A request whose next step can share forwards with others' (``_batch_step``): prefilled, no healing
+        constraint (each healing step constrains the next), its cache holding every committed token but the last
+        (as every step leaves it), and, when speculation is judged by measured time (greedy requests), a plain
+        step already timed (until then a request steps alone, timed, as ``_decode_step`` does)."""
         return (not run.done and not run.aborted and run.caches is not None and not run.heal_left
-                and (self.config.speculation == "none" or (run.payoff is not None and run.payoff.off))
                 and len(run.tokens) < self.target.config.max_position_embeddings
                 and run.caches.target.length == len(run.tokens) - 1
-                and run.caches.target.tokens[-1:] == run.tokens[-2:-1])
+                and run.caches.target.tokens[-1:] == run.tokens[-2:-1]
+                and (self.config.speculation == "none" or not run.sampling.greedy or self._plain_measured))
 
     # runs in the worker thread
     @torch.inference_mode()
     def _batch_step(self, runs: list[_Running]) -> list[tuple[list[int], str | None]]:
-        """One decode step for each of ``runs`` in a single forward (LlamaForCausalLM.forward_batch): the weights
-        are read once for all of them (issue 13, several clients on one CPU)."""
+        """One step for each of ``runs`` with shared forwards (issue 13, several clients on one CPU): the drafts
+        of every request using the draft model in one draft forward per position (``DraftProposer.propose_batch``),
+        n-gram lookups per request, then ONE target forward over every request's rows, packed
+        (``LlamaForCausalLM.forward_packed``): [last token] for a plain step, [last token, *drafts] for a
+        verification, each on its own cache. Each request is then accepted, rolled back and scheduled (adaptive k,
+        break-even) as its own ``speculative_step`` / ``decode_one`` would, with the same tokens: every row is
+        computed as it is alone. A shared step has no time of its own, so break-even judges it by the measured
+        model costs (c, v) rather than by its seconds, and it is not a plain step's timing."""
         self._check_fault()
-        ids = torch.tensor([r.tokens[-1] for r in runs], dtype=torch.long, device=self.device)
-        with self._phase("step"):
-            logits = self.target.forward_batch(ids, [r.caches.target for r in runs])[:, :self.n_vocab]
+        ks = [self._spec_k(r) for r in runs]
+        with self._phase("spec" if self.config.speculation != "none" else "step") as box:
+            proposals = self._propose_batch(runs, ks)
+            seqs = [[r.tokens[-1], *d] for r, (d, _) in zip(runs, proposals)]
+            logits = self.target.forward_packed(seqs, [r.caches.target for r in runs])
+            box["units"] = sum(len(s) for s in seqs)
         self.batched_steps += 1
-        return [self._accept(r, [r.sampling.sample(logits[i])]) for i, r in enumerate(runs)]
+        out = []
+        for r, (drafts, q), lg in zip(runs, proposals, logits):
+            lg = lg[:, :self.n_vocab]
+            if not drafts:
+                new = [r.sampling.sample(lg[0])]
+            else:
+                base = len(r.tokens) - 1
+                if r.sampling.greedy:
+                    accepted, extra = verify_greedy(drafts, lg)
+                else:
+                    accepted, extra = verify_sampling(drafts, r.sampling.probs(lg), q, r.sampling.generator)
+                r.caches.target.truncate(base + 1 + accepted)          # roll back the rejected drafts
+                new = [*drafts[:accepted], extra]
+                self.batched_verifications += 1
+                self._counters.record_draft(len(drafts), accepted)
+                r.schedule.update(len(drafts), accepted)
+                if r.payoff is not None:
+                    r.payoff.update(len(drafts), accepted, r.draft_c)
+                    if r.payoff.off:
+                        self.speculation_switched_off += 1
+            out.append(self._accept(r, new))
+        return out
+
+    def _spec_k(self, run: _Running) -> int:
+        """How many tokens ``run``'s next step drafts: 0 for a plain step (speculation off, or stopped paying for
+        it, or no plain step timed yet to judge it by, or one token left)."""
+        if self.config.speculation == "none":
+            return 0
+        req = run.request
+        k = min(run.schedule.k, req.max_new_tokens - len(run.generated) - 1,
+                self.target.config.max_position_embeddings - len(run.tokens))
+        # greedy requests only: switching on measured time changes which random draws a sampled request makes,
+        # and a seeded request must come out the same every time (greedy output is the same either way)
+        if run.payoff is None and run.sampling.greedy:
+            c, v = self._speculation_costs()
+            run.payoff = BreakEven(c, v, plain_step_s=self._plain_step_s)
+        if k < 1 or (run.payoff is not None and (not run.payoff.pays() or not self._plain_measured)):
+            return 0
+        return k
+
+    def _propose_batch(self, runs: list[_Running], ks: list[int]) -> list[tuple[list[int], torch.Tensor | None]]:
+        """Each run's drafts for its k (``_propose``'s choice of method), the draft model's in shared forwards."""
+        method = self.config.speculation
+        res: list[tuple[list[int], torch.Tensor | None]] = [([], None)] * len(runs)
+        need = []
+        for i, (r, k) in enumerate(zip(runs, ks)):
+            r.draft_c = 0.0
+            if k < 1:
+                continue
+            if method in ("ngram", "draft+ngram"):
+                drafts = propose_ngram(r.tokens, k, self.config.ngram_min, self.config.ngram_max, self.sentinels)
+                if drafts or method == "ngram":
+                    res[i] = (drafts, None)
+                    continue
+            need.append(i)
+        if need:
+            c = self._speculation_costs()[0]
+            props = self.proposer.propose_batch([runs[i].caches.draft for i in need], [runs[i].tokens for i in need],
+                                                [ks[i] for i in need], [runs[i].sampling for i in need])
+            for i, prop in zip(need, props):
+                runs[i].draft_c, res[i] = c, prop
+        return res
 
     def _fail(self, run: _Running, e: Exception) -> None:
         run.done = True
@@ -419,18 +492,12 @@ class TorchEngine:
         return self._decode_step(run)
 
     def _decode_step(self, run: _Running) -> list[int]:
-        req = run.request
         if self.config.speculation == "none" or run.heal_left:   # healing steps are one constrained token each
             with self._phase("step"):
                 return decode_one(self.target, run.caches.target, run.tokens, run.sampling, self.n_vocab,
                                   self._healing(run)).tokens
-        k = min(run.schedule.k, req.max_new_tokens - len(run.generated) - 1)
-        # greedy requests only: switching on measured time changes which random draws a sampled request makes,
-        # and a seeded request must come out the same every time (greedy output is the same either way)
-        if run.payoff is None and run.sampling.greedy:
-            c, v = self._speculation_costs()
-            run.payoff = BreakEven(c, v, plain_step_s=self._plain_step_s)
-        if k < 1 or (run.payoff is not None and (not run.payoff.pays() or not self._plain_measured)):
+        k = self._spec_k(run)
+        if k < 1:
             with self._phase("step"):
                 return self._timed_plain_step(run)             # stopped paying; or no plain step timed yet
         run.draft_c = 0.0

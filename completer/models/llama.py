@@ -246,26 +246,27 @@ class Attention(nn.Module):
         c = self.c
         B, T, _ = x.shape
         H, Hkv, D = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        if (step.packed and cache is not None and step.caches is None and B == 1 and D % 16 == 0
+        if (step.packed and cache is not None and B == 1 and D % 16 == 0
                 and self.packed[0]._kernels):
             # rotary, the cache write and the attention in one kernel (completer/engine/matvec.cpp: attend)
             qkv = self.packed[0](x, norm=norm)
             return self.packed[0]._kernels.attend(qkv, step.cos, step.sin, cache.k[layer, 0], cache.v[layer, 0],
                                                   step.start, H, Hkv).view(B, T, H * D)
-        qkv = (self.packed[0](x, norm=norm) if step.packed else self.qkv(x)).view(B, T, H + 2 * Hkv, D)
+        qkv = self.packed[0](x, norm=norm) if step.packed else self.qkv(x)
+        return self.attend(qkv, step, layer, cache)
+
+    def attend(self, qkv: torch.Tensor, step: "_Step", layer: int, cache: KVCache | None) -> torch.Tensor:
+        """q/k/v side by side [B,T,(H+2Hkv)*D] -> rotary, the cache write at ``step.start`` and attention over
+        the cached positions, [B,T,H*D] (torch's ops; the engine's kernel is ``attend`` in matvec.cpp)."""
+        c = self.c
+        B, T, _ = qkv.shape
+        H, Hkv, D = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        qkv = qkv.view(B, T, H + 2 * Hkv, D)
         qk = qkv[:, :, : H + Hkv]                                   # rotary on q and k in one go
         qk = torch.addcmul(qk * step.cos, qk.roll(D // 2, -1), step.sin)  # rotate-half: [x2,x1]*[-sin,sin]
         q, k, v = qk[:, :, :H], qk[:, :, H:], qkv[:, :, H + Hkv:]   # [B,T,heads,D]
         k, v = k.transpose(1, 2), v.transpose(1, 2)                 # [B,Hkv,T,D]
         rep = H // Hkv
-        if step.caches is not None:                                 # forward_batch: each row its own cache
-            ys = []
-            for b, (cb, sb) in enumerate(zip(step.caches, step.starts)):
-                cb.k[layer, :, :, sb:sb + 1] = k[b:b + 1]
-                cb.v[layer, :, :, sb:sb + 1] = v[b:b + 1]
-                qg = q[b:b + 1].reshape(1, Hkv, rep, D)            # T = 1
-                ys.append(F.scaled_dot_product_attention(qg, cb.k[layer, :, :, :sb + 1], cb.v[layer, :, :, :sb + 1]))
-            return torch.cat(ys).reshape(B, 1, H * D)
         start = step.start
         if cache is not None:
             cache.k[layer, :, :, start:start + T] = k
@@ -317,7 +318,7 @@ class DecoderLayer(nn.Module):
         output matmuls (addmm): module-call and elementwise overhead is most of a small model's decode step."""
         attn, mlp, n1, n2 = self.self_attn, self.mlp, self.input_layernorm, self.post_attention_layernorm
         shape = x.shape
-        if step.packed and cache is not None and step.caches is None and shape[0] == 1 and n1.eps == n2.eps:
+        if step.packed and cache is not None and shape[0] == 1 and n1.eps == n2.eps:
             (q, o), (gu, d) = attn.packed, mlp.packed
             ops = q._kernels
             if ops is not None and attn.c.head_dim % 16 == 0:   # the whole layer in one kernel call
@@ -325,8 +326,14 @@ class DecoderLayer(nn.Module):
                                       gu.out_features, d._packed, d.out_features, n1.weight, n2.weight, n1.eps,
                                       step.cos, step.sin, cache.k[layer, 0], cache.v[layer, 0], step.start,
                                       attn.c.num_attention_heads, attn.c.num_key_value_heads)
-        y = attn.forward(x, step, layer, cache, norm=n1)
-        if step.packed:
+        return self.after_attention(x, attn.forward(x, step, layer, cache, norm=n1), step.packed)
+
+    def after_attention(self, x: torch.Tensor, y: torch.Tensor, packed: bool) -> torch.Tensor:
+        """x [B,T,h] the layer's input, y [B,T,H*D] its attention output -> the layer's output: o_proj plus the
+        residual, then the MLP plus the residual."""
+        attn, mlp, n2 = self.self_attn, self.mlp, self.post_attention_layernorm
+        shape = x.shape
+        if packed:
             x = attn.packed[1](y, residual=x)
             return mlp.packed[1](mlp.packed[0](x, norm=n2), residual=x, glu=True)
         x = torch.addmm(x.reshape(-1, shape[-1]), y.reshape(-1, y.shape[-1]), attn.o_proj.weight.t()).view(shape)
@@ -343,8 +350,6 @@ class _Step:
     sin: torch.Tensor                 # [T,1,D], sign folded in for the rotate-half
     mask: torch.Tensor | None         # [rep*T, S] bool, after cached positions with T > 1; else None
     packed: bool = False              # use the layers' PackedLinear weights (a step of few tokens, no autograd)
-    caches: list | None = None        # forward_batch: one KVCache per row (one new token each, own position)
-    starts: list[int] | None = None
 
 
 class Backbone(nn.Module):  # Hugging Face's ``model.`` prefix
@@ -395,11 +400,7 @@ class LlamaForCausalLM(nn.Module):
         packed = self.packing is not None and B * T <= self.packed_max_tokens and not torch.is_grad_enabled()
         step = _Step(start, self.rope_cos[start:start + T, None], self.rope_sin_signed[start:start + T, None], None,
                      packed)
-        if start and T > 1:   # query i sits at absolute position start+i and sees keys 0..start+i
-            c = self.config
-            pos = torch.arange(start + T, device=input_ids.device)
-            mask = pos[None, :] <= (start + torch.arange(T, device=input_ids.device))[:, None]      # [T,S]
-            step.mask = mask.repeat(c.num_attention_heads // c.num_key_value_heads, 1)            # [rep*T,S]
+        step.mask = self._mask(start, T, input_ids.device)
         x = F.embedding(input_ids, self.model.embed_tokens.weight)                                 # [B,T,h]
         for i, layer in enumerate(self.model.layers):
             x = layer.forward(x, step, i, cache)
@@ -414,33 +415,82 @@ class LlamaForCausalLM(nn.Module):
                 cache.tokens.extend(input_ids[0].tolist())
         return logits
 
-    def forward_batch(self, input_ids: torch.Tensor, caches: list[KVCache]) -> torch.Tensor:
-        """One new token for each of B sequences, each with its own cache and position: [B] ids -> logits [B, V].
+    def _mask(self, start: int, T: int, device) -> torch.Tensor | None:
+        """The attention mask of T new tokens after ``start`` cached positions (None when T == 1 or nothing is
+        cached): query i sits at absolute position start+i and sees keys 0..start+i; [rep*T, S] bool."""
+        if not (start and T > 1):
+            return None
+        c = self.config
+        pos = torch.arange(start + T, device=device)
+        mask = pos[None, :] <= (start + torch.arange(T, device=device))[:, None]                  # [T,S]
+        return mask.repeat(c.num_attention_heads // c.num_key_value_heads, 1)                    # [rep*T,S]
 
-        Why (issue 13, concurrent requests): a decode step reads every weight once whatever the number of rows,
-        so B requests stepped together cost about one step's weight traffic instead of B; only attention, which
-        reads each request's own cache, stays per row.
+    def forward_packed(self, seqs: list[list[int]], caches: list[KVCache],
+                       last_only: bool = False) -> list[torch.Tensor]:
+        """New tokens of several sequences in one forward, each sequence with its own cache and positions:
+        ``seqs[i]`` goes after ``caches[i].length`` cached positions. Returns per sequence its logits [T_i, V]
+        (or [1, V], the last position's, with ``last_only``); every cache advances as ``forward`` would.
+
+        Why (issue 13, concurrent requests; speculation included): the sequences' rows are packed into one matrix,
+        so each matmul reads its weights once per group of rows instead of once per request, and a model step of a
+        small model costs one forward's dispatch instead of one per request; only attention, which reads each
+        request's own cache, runs per sequence. Each row is computed as ``forward`` computes it for that sequence
+        alone (the packed weights when every sequence is a small step, the engine's row-independent kernels), so a
+        decode step, a (k+1)-token verification or a draft step gives each request the logits it gets alone.
         """
-        B = input_ids.shape[0]
-        if B != len(caches):
-            raise ValueError(f"{B} tokens for {len(caches)} caches")
+        n = len(seqs)
+        if n != len(caches):
+            raise ValueError(f"{n} sequences for {len(caches)} caches")
+        lens = [len(s) for s in seqs]
+        if not n or min(lens) < 1:
+            raise ValueError("every sequence needs at least one new token")
         starts = [c.length for c in caches]
-        for c, st in zip(caches, starts):
-            c.ensure(st + 1)
-        pos = torch.tensor(starts, device=input_ids.device)
-        packed = self.packing is not None and B <= self.packed_max_tokens and not torch.is_grad_enabled()
-        step = _Step(-1, self.rope_cos[pos][:, None, None], self.rope_sin_signed[pos][:, None, None], None, packed,
-                     caches, starts)
-        x = F.embedding(input_ids.view(B, 1), self.model.embed_tokens.weight)                     # [B,1,h]
-        for i, layer in enumerate(self.model.layers):
-            x = layer.forward(x, step, i, None)
+        for c, st, t in zip(caches, starts, lens):
+            c.ensure(st + t)
+        dev = self.rope_cos.device
+        ids = torch.tensor([t for s in seqs for t in s], dtype=torch.long, device=dev)
+        pos = torch.tensor([p for st, t in zip(starts, lens) for p in range(st, st + t)], device=dev)
+        cos, sin = self.rope_cos[pos][:, None], self.rope_sin_signed[pos][:, None]                   # [N,1,D]
+        packed = self.packing is not None and max(lens) <= self.packed_max_tokens and not torch.is_grad_enabled()
+        parts, o = [], 0
+        for st, t in zip(starts, lens):
+            parts.append((o, t, _Step(st, cos[o:o + t], sin[o:o + t], self._mask(st, t, dev), packed)))
+            o += t
+        c = self.config
+        H, Hkv, D = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        x = F.embedding(ids, self.model.embed_tokens.weight)[None]                                 # [1,N,h]
+        for li, layer in enumerate(self.model.layers):
+            attn, n1 = layer.self_attn, layer.input_layernorm
+            qkv = (attn.packed[0](x, norm=n1) if packed
+                   else attn.qkv(F.rms_norm(x, x.shape[-1:], n1.weight, n1.eps)))                    # [1,N,(H+2Hkv)D]
+            ops = attn.packed[0]._kernels if packed and D % 16 == 0 else None
+            ys = []
+            for cache, (o, t, step) in zip(caches, parts):
+                part = qkv[:, o:o + t]
+                if ops is not None:      # the kernel the one-sequence step runs (matvec.cpp: attend, layer_step)
+                    ys.append(ops.attend(part, step.cos, step.sin, cache.k[li, 0], cache.v[li, 0], step.start,
+                                         H, Hkv).view(1, t, H * D))
+                else:
+                    ys.append(attn.attend(part, step, li, cache))
+            x = layer.after_attention(x, ys[0] if n == 1 else torch.cat(ys, dim=1), packed)
+        if last_only:
+            x = x[:, [o + t - 1 for o, t, _ in parts]]
         norm = self.model.norm
-        logits = (self._packed_head(x, norm=norm) if packed                                            # [B,V]
-                  else F.linear(F.rms_norm(x, x.shape[-1:], norm.weight, norm.eps), self.lm_head.weight))[:, 0]
-        for c, st, t in zip(caches, starts, input_ids.tolist()):
-            c.length = st + 1
-            c.tokens.append(t)
-        return logits
+        logits = (self._packed_head(x, norm=norm) if packed                                            # [1,M,V]
+                  else F.linear(F.rms_norm(x, x.shape[-1:], norm.weight, norm.eps), self.lm_head.weight))[0]
+        for cache, st, s in zip(caches, starts, seqs):
+            cache.length = st + len(s)
+            cache.tokens.extend(s)
+        if last_only:
+            return list(logits[:, None].unbind(0))
+        return [logits[o:o + t] for o, t, _ in parts]
+
+    def forward_batch(self, input_ids: torch.Tensor, caches: list[KVCache]) -> torch.Tensor:
+        """One new token for each of B sequences, each with its own cache and position: [B] ids -> logits [B, V]
+        (``forward_packed`` with one token per sequence)."""
+        if input_ids.shape[0] != len(caches):
+            raise ValueError(f"{input_ids.shape[0]} tokens for {len(caches)} caches")
+        return torch.cat(self.forward_packed([[t] for t in input_ids.tolist()], caches))
 
     def pack_(self, kind: str | None, max_tokens: int = SMALL_STEP) -> "LlamaForCausalLM":
         """Prepare ``PackedLinear`` copies of every matmul weight for steps of at most ``max_tokens`` tokens (decode

@@ -279,3 +279,38 @@ async def test_concurrent_plain_requests_are_decoded_in_one_forward(make_engine)
     finally:
         await solo.close()
         await eng.close()
+
+
+@pytest.mark.parametrize("speculation,own_draft,temperature", [
+    ("draft", True, 0.0), ("draft", False, 0.0), ("ngram", False, 0.0), ("draft+ngram", False, 0.0),
+    ("draft", True, 0.8)])
+async def test_concurrent_speculative_requests_share_forwards(make_engine, tiny_pair, speculation, own_draft,
+                                                               temperature):
+    """Issue 13 item 5 with speculation on: the drafts of several requests and their verifications run in shared
+    forwards (packed rows, each request on its own caches), and each request gets the tokens it gets when the
+    engine steps it alone: greedy, and sampled with a seed (each request draws from its own generator in the same
+    order). ``own_draft``: the target drafts for itself, so every draft is accepted and verification rows commit
+    several tokens per step (rejection and roll-back are what the tiny pair's own draft exercises)."""
+    opts = dict(speculation=speculation, num_speculative_tokens=4)
+    if own_draft:
+        opts["draft"] = str(tiny_pair[0])
+    solo, eng = make_engine(batch_decode=False, **opts), make_engine(**opts)
+    prompts = contract.PROMPTS[:4]
+
+    def req(tag, i, p):
+        return Request(f"{tag}{i}", p, max_new_tokens=20, temperature=temperature, seed=11 + i if temperature else None)
+    try:
+        for e in (solo, eng):
+            e.stop_ids = set()                             # every request runs its 20 tokens
+        want = [(await collect(solo, req("s", i, p)))[1] for i, p in enumerate(prompts)]
+        got = await asyncio.gather(*(collect(eng, req("b", i, p)) for i, p in enumerate(prompts)))
+        assert [ids for _, ids, _ in got] == want
+        assert all(len(ids) == 20 for ids in want)
+        assert eng.batched_steps > 0 and solo.batched_steps == 0
+        assert eng.batched_verifications > 0 and solo.batched_verifications == 0
+        if own_draft:                                      # every draft accepted
+            c = eng.counters()
+            assert c["accepted_tokens"] == c["draft_tokens"] > 0
+    finally:
+        await solo.close()
+        await eng.close()

@@ -188,3 +188,44 @@ def test_forward_batch_equals_one_request_at_a_time(model, kind):
         assert [c.tokens for c in batch] == [c.tokens for c in solo]
     finally:
         model.pack_(None)
+
+
+@pytest.mark.parametrize("kind", [None, "fp16"])
+@torch.inference_mode()
+def test_forward_packed_equals_each_sequence_alone(model, kind):
+    """Sequences of different lengths (a decode step, a (k+1)-token verification, a draft's catch-up) packed into
+    one forward, each on its own cache, give each sequence the logits its own forward gives, and the same caches;
+    with the engine's kernels bitwise (they compute every row alone), which greedy speculation relies on."""
+    from completer.engine import kernels
+    from completer.models.llama import PackedLinear
+    if kind and PackedLinear.available(kind):
+        pytest.skip(PackedLinear.available(kind))
+    model.pack_(kind)
+    try:
+        g = torch.Generator().manual_seed(7)
+        prompts = [torch.randint(0, 97, (1, n), generator=g) for n in (5, 17, 30, 9)]
+        solo, batch = [model.new_cache() for _ in prompts], [model.new_cache() for _ in prompts]
+        for p, a, b in zip(prompts, solo, batch):
+            model(p, a)
+            model(p, b)
+        exact = kind == "fp16" and kernels.ops() is not None and model.config.head_dim % 16 == 0
+        for lens in ((1, 5, 3, 2), (4, 1, 1, 6), (1, 1, 1, 1)):
+            seqs = [torch.randint(0, 97, (n,), generator=g).tolist() for n in lens]
+            for last_only in (False, True):
+                want = [model(torch.tensor([s]), c, last_only=last_only)[0] for s, c in zip(seqs, solo)]
+                got = model.forward_packed(seqs, batch, last_only=last_only)
+                assert [w.shape for w in want] == [x.shape for x in got]
+                for w, x in zip(want, got):
+                    if exact:
+                        assert torch.equal(w, x)
+                    else:
+                        torch.testing.assert_close(x, w, atol=1e-5, rtol=1e-5)
+                assert [c.tokens for c in batch] == [c.tokens for c in solo]
+                assert [c.length for c in batch] == [c.length for c in solo]
+                for c in solo + batch:              # roll back (as a rejected draft), then the next round
+                    c.truncate(c.length - 1)
+        if exact:                                   # the caches' keys and values too
+            assert all(torch.equal(a.k[:, :, :, :a.length], b.k[:, :, :, :b.length]) and
+                       torch.equal(a.v[:, :, :, :a.length], b.v[:, :, :, :b.length]) for a, b in zip(solo, batch))
+    finally:
+        model.pack_(None)
