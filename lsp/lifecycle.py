@@ -39,6 +39,7 @@ from typing import Callable, Sequence
 from completer import pipeline
 from completer.context import SourceFile
 from completer.context.syntax import Trees
+from completer.engine.base import RequestError
 
 from .config import ServerConfig
 from .documents import Snapshot
@@ -213,7 +214,8 @@ class Lifecycle:
             raise
         except Exception as e:
             self.stats.errors += 1
-            self._observe("refused" if isinstance(e, EngineUnavailable) else "error", t0)   # Busy included
+            # refused: no engine, busy, or a request the engine refuses (e.g. a prompt over the model's context)
+            self._observe("refused" if isinstance(e, (EngineUnavailable, RequestError)) else "error", t0)
             raise
         finally:
             tasks = self._inflight.get(snap.uri)

@@ -48,7 +48,8 @@ class Metrics:
             "completer_requests", "Completion requests by outcome: served (ghost text from the engine), empty (the "
             "engine's text post-processed to nothing), cache (typed through the last ghost text), reused (answered "
             "from a request in flight), cancelled (superseded, edited, $/cancelRequest), refused (engine not "
-            "available), error", ["outcome"], registry=r)
+            "available, server busy, or a request the engine refuses such as a prompt over the model's context), "
+            "error (a server or engine fault)", ["outcome"], registry=r)
         for outcome in OUTCOMES:
             self.requests.labels(outcome)           # every outcome exported from the start, at 0
         self.latency = Histogram(

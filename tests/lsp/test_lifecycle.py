@@ -349,3 +349,38 @@ def test_a_flight_over_the_bound_raises_the_estimate_even_when_nothing_ever_fini
     assert load.admits(1.0) and not load.admits(0.99)      # 4 x 250 ms = 1 s: just within a 1 s bound
     load.running = 4
     assert not load.admits(1.0)
+
+
+async def test_a_request_the_engine_refuses_is_counted_refused_not_error():
+    """A bad request (here a prompt over the model's context: base.check_prompt's RequestError) is the engine's
+    clear refusal, not a server fault: the metrics count it ``refused`` (an engine failure stays ``error``)."""
+    from prometheus_client import CollectorRegistry
+
+    from completer.engine import EngineError
+    from completer.engine.base import RequestError, check_prompt
+    from lsp.metrics import Metrics
+
+    class Refusing(ScriptedEngine):
+        def __init__(self, error):
+            super().__init__("x")
+            self.error = error
+
+        async def generate(self, request):
+            if isinstance(self.error, RequestError):
+                check_prompt([1] * 50, n_vocab=10, positions=40)    # the engine's own check raises it
+            raise self.error
+            yield                                                   # an async generator, as engines are
+
+    for error, outcome in ((RequestError("unused"), "refused"), (EngineError("model step failed"), "error")):
+        engine = Refusing(error)
+        cfg = ServerConfig.from_options({"debounceMs": 0, "template": "house", "reuseInFlight": False})
+        host = EngineHost(lambda c: engine)
+        host.start(cfg.engine)
+        metrics = Metrics(registry=CollectorRegistry())
+        lc = Lifecycle(host, lambda: cfg, metrics=metrics)
+        with pytest.raises(type(error)):
+            await lc.complete(Snapshot("u", "def f(x):\n    ", 1), 14)
+        sample = metrics.registry.get_sample_value
+        assert sample("completer_requests_total", {"outcome": outcome}) == 1
+        assert sample("completer_requests_total", {"outcome": "refused" if outcome == "error" else "error"}) == 0
+
