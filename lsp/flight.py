@@ -11,6 +11,7 @@ give up (the user diverged, or typed past what the model has written so far).
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
 from completer.pipeline import Generation
@@ -87,15 +88,53 @@ class Load:
     serving path itself, so batching, speculation and the machine's load are in it."""
 
     ALPHA = 0.2                      # weight of the newest measurement in slot_s
+    # the "busy" answer at the bound: due at BUSY_AT of answerBoundMs after the request's arrival on a quick event
+    # loop, earlier by LAG_FACTOR times the loop's recent lateness when it lags (that loop read the request late,
+    # fires the timer late and writes the answer late: 50 clients on 2 cores, busy answers at 1.00-1.06 s with a
+    # fixed 80% of a 1 s bound), never before MIN_AT of the bound
+    BUSY_AT, MIN_AT, LAG_FACTOR = 0.8, 0.5, 3.0
+    LAG_TICK_S = 0.05                # the lateness probe: a sleep of this long, timed, while flights run
+    LAG_HALF_LIFE_S = 2.0            # the lateness estimate is a decaying maximum with this half-life
 
-    def __init__(self) -> None:
+    def __init__(self, clock=time.perf_counter) -> None:
         self.running = 0
         self.slot_s: float | None = None
+        self._clock = clock
+        self._lag = (0.0, clock())      # (largest recent lateness, when it was seen)
+        self._probe: asyncio.Task | None = None
 
     def started(self) -> int:
-        """A flight starts; returns how many are running with it (the concurrency it starts at)."""
+        """A flight starts; returns how many are running with it (the concurrency it starts at). Starts the event
+        loop lateness probe while flights run (called on the event loop)."""
         self.running += 1
+        if self._probe is None or self._probe.done():
+            try:
+                self._probe = asyncio.get_running_loop().create_task(self._watch_lag(), name="completer-loop-lag")
+            except RuntimeError:         # no running loop (a unit test driving Load by hand): no probe
+                self._probe = None
         return self.running
+
+    async def _watch_lag(self) -> None:
+        while self.running > 0:
+            t = self._clock()
+            await asyncio.sleep(self.LAG_TICK_S)
+            self.note_lag(self._clock() - t - self.LAG_TICK_S)
+
+    def note_lag(self, seconds: float) -> None:
+        """The event loop ran a timer ``seconds`` late."""
+        now = self._clock()
+        if seconds >= self.lag_s(now):
+            self._lag = (max(0.0, seconds), now)
+
+    def lag_s(self, now: float | None = None) -> float:
+        """The loop's recent lateness: the largest seen, halved every LAG_HALF_LIFE_S since."""
+        top, seen = self._lag
+        return top * 0.5 ** (((self._clock() if now is None else now) - seen) / self.LAG_HALF_LIFE_S)
+
+    def answer_by(self, bound_s: float) -> float:
+        """Seconds after a request's arrival by which its answer must be decided (the "busy" answer at the bound
+        sent, or a new engine request predicted to finish), so that it reaches the client within ``bound_s``."""
+        return max(self.MIN_AT * bound_s, min(self.BUSY_AT * bound_s, bound_s - self.LAG_FACTOR * self.lag_s()))
 
     def ended(self, seconds: float | None, concurrency: int) -> None:
         """A flight ends; ``seconds`` is its time to finish (None: aborted or failed, no measurement)."""

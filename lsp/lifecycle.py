@@ -55,9 +55,6 @@ _REQUEST_IDS = itertools.count(1)
 # a flight whose waiting request was cancelled ($/cancelRequest, or superseded) is kept this long for the next
 # keystroke's request to reuse; aborted then if none did (editors send the cancel before the edit that follows)
 ORPHAN_GRACE_S = 0.25
-# the "busy" answer at the bound is sent at this share of answerBoundMs: on a loaded machine the event loop fires the
-# timer and writes the answer 0.1-0.2 s late (50 clients on 2 cores: busy answers at 1.1-1.2 s with a 1 s bound)
-BUSY_AT = 0.8
 # the engine requests in flight per engine host (one per process; every connection's Lifecycle shares it)
 _LOADS: "weakref.WeakKeyDictionary[EngineHost, Load]" = weakref.WeakKeyDictionary()
 
@@ -229,7 +226,8 @@ class Lifecycle:
         """Answer from the document's flight when the user typed what it writes; else debounce, start a new one.
         ``t0``: when the request came (``answerBoundMs`` counts from it)."""
         bound_s = cfg.answer_bound_ms / 1000 if cfg.answer_bound_ms else None
-        deadline = None if bound_s is None else t0 + BUSY_AT * bound_s
+        # the "busy" answer's time: 80% of the bound, earlier when the event loop lags (Load.answer_by)
+        deadline = None if bound_s is None else t0 + self.load.answer_by(bound_s)
         flight = self._flights.get(snap.uri)
         if flight is not None and cfg.reuse_in_flight:
             typed = flight.typed(snap.text, offset)
@@ -251,7 +249,7 @@ class Lifecycle:
             await asyncio.sleep(wait_ms / 1000)
         predicted = self.load.predicted_s()
         self.stats.predicted_ms = None if predicted is None else predicted * 1000
-        if bound_s is not None and not self.load.admits(bound_s - (time.perf_counter() - t0)):
+        if bound_s is not None and not self.load.admits(deadline - time.perf_counter()):
             self.stats.refused_busy += 1
             raise Busy(f"server busy: {self.load.running} completions are running and a new one would take about "
                        f"{predicted * 1000:.0f} ms, over answerBoundMs {cfg.answer_bound_ms:g}; not started "

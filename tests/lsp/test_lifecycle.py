@@ -384,3 +384,41 @@ async def test_a_request_the_engine_refuses_is_counted_refused_not_error():
         assert sample("completer_requests_total", {"outcome": outcome}) == 1
         assert sample("completer_requests_total", {"outcome": "refused" if outcome == "error" else "error"}) == 0
 
+
+def test_busy_answer_comes_earlier_when_the_event_loop_lags():
+    """The "busy" answer at the bound is due at 80% of answerBoundMs on a quick loop; a loop running timers late
+    (it also reads the request and writes the answer late) moves it earlier by 3x the recent lateness, never before
+    half the bound, and the lateness is forgotten with a 2 s half-life."""
+    from lsp.flight import Load
+
+    now = [100.0]
+    load = Load(clock=lambda: now[0])
+    assert load.answer_by(1.0) == pytest.approx(0.8)
+    load.note_lag(0.1)
+    assert load.answer_by(1.0) == pytest.approx(0.7)
+    load.note_lag(0.05)                                    # a smaller lateness does not lower the recent maximum
+    assert load.answer_by(1.0) == pytest.approx(0.7)
+    load.note_lag(0.3)
+    assert load.answer_by(1.0) == pytest.approx(0.5)       # floor: half the bound
+    now[0] += 2 * Load.LAG_HALF_LIFE_S                     # two half-lives later: 0.075 s
+    assert load.lag_s() == pytest.approx(0.075)
+    assert load.answer_by(1.0) == pytest.approx(0.775)
+    assert load.answer_by(10.0) == pytest.approx(8.0)      # a long bound keeps its 80%
+
+
+async def test_loop_lateness_is_probed_while_flights_run():
+    """While a flight runs, a blocked event loop is noticed (the probe's timer fires late by at least the block)."""
+    import time as _time
+
+    from lsp.flight import Load
+
+    load = Load()
+    load.started()
+    await asyncio.sleep(0)                                 # the probe starts its first sleep
+    _time.sleep(0.3)                                       # the loop is blocked: the probe's timer is late
+    await asyncio.sleep(Load.LAG_TICK_S * 3)
+    assert load.lag_s() >= 0.2
+    assert load.answer_by(1.0) == pytest.approx(max(0.5, 1.0 - 3 * load.lag_s()), abs=0.05)
+    load.ended(None, 1)
+    await asyncio.sleep(Load.LAG_TICK_S * 3)
+    assert load._probe.done()                              # no flights: the probe stops
