@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONTEXT_BUDGET = 384          # prompt tokens: fits the tiny fallback model's 512 positions with room to generate
 HELD_OUT = "shlex.py"          # standard-library file the typing is synthesized from (not in any training set here)
 LOAD_OPTIONS: dict = {}        # --option KEY=JSON: server settings for the load clients (the server's defaults else)
+ENGINE_OPTIONS: dict = {}      # --engine KEY=JSON: engine settings over the house pair's (e.g. batch_decode=false)
 
 
 def load_settings() -> dict:
@@ -560,24 +561,30 @@ def main(argv=None) -> None:
     ap.add_argument("--skip-faults", action="store_true", help="load only (no fault, limit and exposure runs)")
     ap.add_argument("--option", action="append", metavar="KEY=JSON", default=[],
                     help="server setting for the load clients' initialize, e.g. answerBoundMs=0")
+    ap.add_argument("--engine", action="append", metavar="KEY=JSON", default=[],
+                    help="engine setting for every server of the run, e.g. batch_decode=false")
     ap.add_argument("--out", default=None,
                     help="output folder (default: a new bench/results/reliability-<UTC time>/, never the committed "
                          "results)")
     args = ap.parse_args(argv)
-    for item in args.option:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--option: expected KEY=JSON, got {item!r}")
-        try:
-            LOAD_OPTIONS[key] = json.loads(value)
-        except json.JSONDecodeError:
-            LOAD_OPTIONS[key] = value
+    for flag, items, into in (("--option", args.option, LOAD_OPTIONS), ("--engine", args.engine, ENGINE_OPTIONS)):
+        for item in items:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise SystemExit(f"{flag}: expected KEY=JSON, got {item!r}")
+            try:
+                into[key] = json.loads(value)
+            except json.JSONDecodeError:
+                into[key] = value
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out = Path(args.out or ROOT / "bench" / "results" / f"reliability-{stamp}")
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         opts, desc, extra = engine_options()
+        if ENGINE_OPTIONS:
+            opts = {**opts, **ENGINE_OPTIONS}
+            desc += " with " + json.dumps(ENGINE_OPTIONS)
         r = {"command": "python -m bench.reliability " + shlex.join(argv if argv is not None else sys.argv[1:]),
              "machine": machine(), "engine": desc, "loadavg": {"start": _loadavg()}}
         r["fuzz"] = run_fuzz(args.long, tmp) if not args.skip_fuzz else {"inputs": 0, "per_family": {},
