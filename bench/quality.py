@@ -2,6 +2,7 @@
 
     python -m bench.quality [--config NAME=JSON ...] [--per-kind 3] [--seed 0] [--max-tokens 48]
                             [--manifest bench/quality_manifest.json] [--out bench/results/quality-new]
+                            [--compare A:B ...]
 
 Eval set: the files in ``bench/quality_manifest.json``: Python from the house corpus's *held-out* split
 (``completer.models.corpus``; training never sees it) and code in other languages from Debian packages that are not
@@ -14,6 +15,11 @@ Positions (seeded, the same for every configuration in a run), ``--per-kind`` of
 - ``mid_line``: at a token boundary in the middle of a line;
 - ``mid_word``: inside an identifier (the prompt ends inside a token);
 - ``empty_line``: a fresh line in an indented block, cursor after the indentation, nothing typed yet.
+
+With ``--per-kind`` above 3 the first 3 of each kind per file are still the positions earlier runs had (the
+``base`` subset, reported on its own, so runs stay comparable); files marked ``"added"`` in the manifest have none.
+``--compare A:B`` reports A's exact rest-of-line count over B's with a paired bootstrap 95% interval (overall, on
+the base subset, per kind): with a few dozen hits, one position moves a ratio a lot, and the interval says how much.
 
 The document the model sees is the file with the rest of the cursor's line removed (the user is typing that line);
 the truth is that rest of the line. Per position and configuration the engine runs once through the one pipeline
@@ -55,6 +61,7 @@ from completer.stats import percentile
 
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "quality_manifest.json"
+BASE_PER_KIND = 3          # positions of each kind per file before quality-v3 (kept as the "base" subset)
 KINDS = ("line_start", "mid_line", "mid_word", "empty_line")
 FAILURES = ("mid_word", "language", "repetition", "duplicate", "indentation")
 COMMENT = {"python": ("#",), "c": ("//", "/*", "*", "*/"), "javascript": ("//", "/*", "*", "*/"),
@@ -82,6 +89,7 @@ class EvalFile:
     source: str                # where it comes from (held-out split, Debian package)
     text: str
     sha1_ok: bool
+    added: bool = False        # a file that joined the manifest after quality-v2 (its positions are not "base")
 
 
 def _root(kind: str) -> Path:
@@ -106,7 +114,8 @@ def load_manifest(path: Path = MANIFEST) -> tuple[list[EvalFile], list[str]]:
         ok = hashlib.sha1(data).hexdigest() == e.get("sha1")
         if not ok:
             notes.append(f"content differs from the manifest: {e['path']}")
-        files.append(EvalFile(e["language"], p, e["path"], e["source"], data.decode("utf-8", "replace"), ok))
+        files.append(EvalFile(e["language"], p, e["path"], e["source"], data.decode("utf-8", "replace"), ok,
+                              added=bool(e.get("added"))))
     return files, notes
 
 
@@ -120,6 +129,7 @@ class Position:
     offset: int                # cursor offset in ``document``
     document: str              # the file with the rest of the cursor's line removed
     expected: str              # the rest of the line: what the user types next
+    base: bool = True          # one of the positions the runs before quality-v3 had (3 per kind, their files)
 
     @property
     def line_before(self) -> str:
@@ -165,19 +175,30 @@ def candidates(text: str, language: str) -> dict[str, list[tuple[int, int]]]:
 
 
 def sample_positions(f: EvalFile, per_kind: int, seed: int) -> list[Position]:
-    """``per_kind`` positions of each kind, chosen by a RNG seeded with ``seed`` and the file's name."""
+    """``per_kind`` positions of each kind, chosen by a RNG seeded with ``seed`` and the file's name.
+
+    The first ``BASE_PER_KIND`` of each kind are drawn exactly as the runs before quality-v3 drew their 3 (so a
+    larger ``--per-kind`` keeps the earlier positions as a subset, ``Position.base``); the rest come from a second
+    RNG, among the candidates not drawn yet."""
     rng = random.Random(f"{seed}:{f.name}")
     lines = f.text.split("\n")
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line) + 1)
+    cands = candidates(f.text, f.language)
+    drawn = {kind: rng.sample(c, min(per_kind, BASE_PER_KIND, len(c))) for kind, c in cands.items()}
+    more = random.Random(f"{seed}:{f.name}:more")
     out = []
-    for kind, cands in candidates(f.text, f.language).items():
-        for i, col in rng.sample(cands, min(per_kind, len(cands))):
+    for kind, c in cands.items():
+        taken = set(drawn[kind])
+        left = [x for x in c if x not in taken]
+        extra = more.sample(left, min(max(0, per_kind - len(drawn[kind])), len(left)))
+        for n, (i, col) in enumerate(drawn[kind] + extra):
             body = lines[i].rstrip()
             cut = starts[i] + col
             document = f.text[:cut] + f.text[starts[i] + len(lines[i]):]
-            out.append(Position(f.name, f.language, kind, i, cut, document, body[col:]))
+            out.append(Position(f.name, f.language, kind, i, cut, document, body[col:],
+                                base=n < len(drawn[kind]) and not f.added))
     return out
 
 
@@ -323,7 +344,7 @@ def summarize(positions: list[Position], recs: list[dict], variant: str, keep=la
             "failures": fails}
 
 
-def build_summary(positions: list[Position], configs: list[dict]) -> dict:
+def build_summary(positions: list[Position], configs: list[dict], compare: list[tuple[str, str]] = ()) -> dict:
     langs = sorted({p.language for p in positions})
     out = {}
     for c in configs:
@@ -336,6 +357,8 @@ def build_summary(positions: list[Position], configs: list[dict]) -> dict:
                                 for lang in langs} for v in ("all", "none") if v in variants},
             "by_kind": {v: {k: summarize(positions, recs, v, lambda p, k=k: p.kind == k) for k in KINDS}
                         for v in ("all", "none") if v in variants},
+            "base": {v: summarize(positions, recs, v, lambda p: getattr(p, "base", True)) for v in ("all", "none")
+                     if v in variants},
             "latency_ms": {"median": percentile(ms, 50), "p95": percentile(ms, 95)},
             "errors": sum(1 for r in recs if r["error"]),
         }
@@ -350,7 +373,39 @@ def build_summary(positions: list[Position], configs: list[dict]) -> dict:
             if key(a) == key(b):
                 diff = sum(1 for x, y in zip(a["records"], b["records"]) if x["raw"] != y["raw"])
                 same[f"{a['name']} vs {b['name']}"] = {"positions": len(a["records"]), "raw_text_differs": diff}
-    return {"configs": out, "same_text": same}
+    by_name = {c["name"]: c for c in configs}
+    ratios = {}
+    for a, b in compare:
+        if a in by_name and b in by_name:
+            ratios[f"{a} / {b}"] = {
+                "all positions": ratio_ci(by_name[a]["records"], by_name[b]["records"]),
+                "base positions": ratio_ci(*[[r for p, r in zip(positions, by_name[n]["records"])
+                                              if getattr(p, "base", True)] for n in (a, b)]),
+                **{f"kind {k}": ratio_ci(*[[r for p, r in zip(positions, by_name[n]["records"]) if p.kind == k]
+                                           for n in (a, b)]) for k in KINDS}}
+    return {"configs": out, "same_text": same, "ratios": ratios}
+
+
+def ratio_ci(recs_a: list[dict], recs_b: list[dict], variant: str = "all", metric: str = "exact",
+             n_boot: int = 2000, seed: int = 0) -> dict:
+    """A's and B's counts of ``metric`` on the same positions, the ratio A/B and a 95% paired bootstrap interval
+    (positions resampled with replacement, the same resample for both; a resample where B has none counts as an
+    infinite ratio, so the upper bound can be inf)."""
+    a = [bool(r["score"].get(variant, r["score"]["all"])[metric]) for r in recs_a]
+    b = [bool(r["score"].get(variant, r["score"]["all"])[metric]) for r in recs_b]
+    n = len(a)
+    if not n or len(b) != n:
+        return {"n": n, "a": sum(a), "b": sum(b), "ratio": None, "ci95": None}
+    rng = random.Random(seed)
+    rs = []
+    for _ in range(n_boot):
+        idx = [rng.randrange(n) for _ in range(n)]
+        sa, sb = sum(a[i] for i in idx), sum(b[i] for i in idx)
+        rs.append(sa / sb if sb else float("inf"))
+    rs.sort()
+    lo, hi = rs[int(0.025 * n_boot)], rs[min(n_boot - 1, int(0.975 * n_boot))]
+    return {"n": n, "a": sum(a), "b": sum(b), "ratio": sum(a) / sum(b) if sum(b) else None,
+            "ci95": [lo, hi], "p_ratio_ge_3": sum(r >= 3 for r in rs) / n_boot}
 
 
 def fmt(x) -> str:
@@ -379,6 +434,23 @@ def markdown(result: dict) -> str:
             ms = f"{lat['median']:.0f} | {lat['p95']:.0f}" if lat["median"] is not None else "– | –"
             lines.append(f"| {name} | {v} | {fmt(x['exact'])} | {fmt(x['prefix'])} | {fmt(x['accepted_chars'])} | "
                          f"{fmt(x['shown'])} | " + " | ".join(str(x["failures"][k]) for k in FAILURES) + f" | {ms} |")
+    if any(c.get("base") for c in s["configs"].values()):
+        nb = next(iter(s["configs"].values()))["base"]["all"]["n"]
+        lines += ["", f"## On the base positions only ({nb}: the positions of the runs before quality-v3)", "",
+                  "| config | filters | exact | prefix | accepted chars |", "|---|---|---|---|---|"]
+        for name, c in s["configs"].items():
+            for v, x in c.get("base", {}).items():
+                lines.append(f"| {name} | {v} | {fmt(x['exact'])} | {fmt(x['prefix'])} | {fmt(x['accepted_chars'])} |")
+    if s.get("ratios"):
+        lines += ["", "## Exact rest-of-line, A / B (same positions; 95% paired bootstrap interval, 2000 resamples)", "",
+                  "| A / B | positions | n | A exact | B exact | ratio | 95% interval | P(ratio >= 3) |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for pair, groups in s["ratios"].items():
+            for g, x in groups.items():
+                r = "–" if x["ratio"] is None else f"{x['ratio']:.2f}"
+                ci = "–" if not x["ci95"] else f"{x['ci95'][0]:.2f} – {x['ci95'][1]:.2f}"
+                pr = "–" if x.get("p_ratio_ge_3") is None else f"{x['p_ratio_ge_3']:.2f}"
+                lines.append(f"| {pair} | {g} | {x['n']} | {x['a']} | {x['b']} | {r} | {ci} | {pr} |")
     lines += ["", "## Each filter switched off (same engine output)", "",
               "| config | variant | exact | prefix | accepted chars | " + " | ".join(FAILURES) + " |",
               "|---|---|---|---|---|" + "---|" * len(FAILURES)]
@@ -505,7 +577,8 @@ async def main_async(args) -> dict:
         "positions": [{k: v for k, v in asdict(p).items() if k != "document"} for p in positions],
         "configs": results,
     }
-    result["summary"] = build_summary(positions, results)
+    result["compare"] = args.compare or []
+    result["summary"] = build_summary(positions, results, result["compare"])
     return result
 
 
@@ -525,7 +598,7 @@ def rerender(path: Path, out: Path, plot_it: bool = True) -> list[Path]:
     from types import SimpleNamespace
     result = json.loads(Path(path).read_text())
     positions = [SimpleNamespace(**p) for p in result["positions"]]
-    result["summary"] = build_summary(positions, result["configs"])
+    result["summary"] = build_summary(positions, result["configs"], [tuple(x) for x in result.get("compare", [])])
     return write(result, out, plot_it)
 
 
@@ -535,6 +608,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"engine settings of one configuration (repeatable); default: {', '.join(DEFAULT_CONFIGS)}"
                          " (smollm2 only when installed)")
     ap.add_argument("--manifest", type=Path, default=MANIFEST)
+    ap.add_argument("--compare", action="append", type=lambda x: tuple(x.split(":", 1)), metavar="A:B",
+                    help="report A's exact rest-of-line count over B's with a paired bootstrap interval (repeatable)")
     ap.add_argument("--languages", nargs="*", help="only these languages of the manifest")
     ap.add_argument("--per-kind", type=int, default=3, help="positions of each kind per file")
     ap.add_argument("--seed", type=int, default=0)

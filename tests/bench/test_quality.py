@@ -141,3 +141,24 @@ def test_small_run_writes_results_and_speculation_keeps_the_text(tiny_pair, tmp_
     assert (out / "quality.png").stat().st_size > 1000
     with pytest.raises(SystemExit):                    # committed results are never overwritten by accident
         q.main(["--manifest", str(m), "--out", str(out), "--config", "house"])
+
+
+def test_more_positions_per_kind_keep_the_earlier_three_as_the_base_subset(tmp_path):
+    text = "\n".join(f"    value_{i} = compute_something(value_{i - 1}, offset={i})" for i in range(1, 60))
+    f = _file(tmp_path, "def f():\n" + text + "\n", name="many.py")
+    three, eight = q.sample_positions(f, 3, seed=0), q.sample_positions(f, 8, seed=0)
+    key = lambda p: (p.kind, p.offset)                                              # noqa: E731
+    assert [key(p) for p in eight if p.base] == [key(p) for p in three]
+    assert sum(not p.base for p in eight) == 5 * len(q.KINDS) and len({key(p) for p in eight}) == len(eight)
+    added = q.EvalFile("python", f.path, "many.py", "test", f.text, True, added=True)
+    assert not any(p.base for p in q.sample_positions(added, 8, seed=0))          # a new file has no base positions
+
+
+def test_ratio_ci_counts_the_same_positions_and_brackets_the_ratio():
+    rec = lambda ok: {"score": {"all": {"exact": ok}}}                              # noqa: E731
+    a = [rec(i % 5 == 0) for i in range(200)]            # 40 exact
+    b = [rec(i % 20 == 0) for i in range(200)]           # 10 exact
+    r = q.ratio_ci(a, b)
+    assert (r["a"], r["b"], r["ratio"]) == (40, 10, 4.0)
+    assert r["ci95"][0] < 4.0 < r["ci95"][1] and 0 < r["p_ratio_ge_3"] < 1
+    assert q.ratio_ci(a, [rec(False)] * 200)["ratio"] is None
