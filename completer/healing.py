@@ -9,9 +9,11 @@ choose ``select`` as one token, as it saw it in training. The removed characters
 engine drops them from its output, so the ghost text is the continuation after what the user typed.
 
 The constraint is per character, not per token: at each healing step a token is allowed when its text starts with
-the characters still to re-type (``select`` for ``sel``) or is a non-empty prefix of them (``\\n   `` for
-``\\n    ``: byte-level BPE writes ``\\n    return`` as ``\\n   `` + `` return``, so "starts with" alone would forbid
-the model's own spelling). Healing ends once the re-typed text covers the removed characters.
+the characters still to re-type (``select`` for ``sel``; not when all it adds is whitespace) or is a non-empty prefix
+of them (``\\n   `` for ``\\n    ``: byte-level BPE writes ``\\n    return`` as ``\\n   `` + `` return``, so "starts
+with" alone would forbid the model's own spelling). Healing ends once the re-typed text covers the removed
+characters. What is removed is the partial word at the cursor, backed up to a token boundary where the rest of the
+prompt keeps its tokens (``heal_point``).
 
 Pure logic, shared by both backends: ``heal_point`` (what to strip from a prompt's prefix), ``allowed_tokens``
 (the token ids allowed while ``remaining`` characters are to be re-typed, from the tokenizer's vocabulary, cached),
@@ -29,17 +31,22 @@ from completer.prompt import fim_prompt
 
 TAIL_CHARS = 256        # the prefix's last token is found by tokenizing this many characters before the cursor
 MAX_HEAL_CHARS = 32     # a longer last token (a run of spaces, a long literal) is not healed
+# Whether a healing token may cover the removed text and add whitespace alone ("\n" + 47 spaces for the removed
+# "\n" + 11 spaces of a typed indentation; "   " for a typed " "). Off: byte-level BPE puts a run's last space on the
+# next word, so such a token is one the model saw only before more whitespace, and greedy decoding picks it on blank
+# lines: the answer was whitespace, shown as nothing. What the user typed is re-typed, the model writes what follows.
+WHITESPACE_AFTER_HEAL = False
+# Whether any token that is a prefix of the text still to re-type is allowed ("r", "ch", "child" for "children"), or
+# only the tokenizer's own first token of that text followed by something (NEXT_PROBES: "\n   " for "\n    " before
+# a word, "Default" for "DefaultSocket"). Off: when the model does not expect the word, the small house models
+# spelled it in fragments under the constraint ("D" "e" "f" "ault" "So" "ck" "et"), text they never saw, and what
+# followed was noise ("child" "r" "ent": "childrent").
+ANY_PREFIX_TOKEN = False
+NEXT_PROBES = ("", "a", "A", "_", "0", " ", " a", "(", ".", ",", ";", ":", "\n")
 
 
-def heal_point(prefix: str, tokenizer) -> str:
-    """The characters to remove from the end of ``prefix`` (its last token as ``tokenizer`` splits it), or "" when
-    there is nothing to heal (empty prefix, a token that is not plain text, an over-long token)."""
-    if not prefix or tokenizer is None:
-        return ""
-    tail = prefix[-TAIL_CHARS:]
-    ids = tokenizer.encode(tail, add_special_tokens=False).ids
-    if len(ids) < 2:                 # the tail is one token: its start may not be a token boundary in the prompt
-        return ""
+def _last_token(tail: str, ids: list[int], tokenizer) -> str:
+    """The text of the last token of ``tail`` (encoded as ``ids``), "" when it cannot be healed on."""
     last = tokenizer.decode([ids[-1]], skip_special_tokens=False)
     if not last or len(last) > MAX_HEAL_CHARS or "\ufffd" in last or not tail.endswith(last):
         return ""
@@ -50,10 +57,61 @@ def heal_point(prefix: str, tokenizer) -> str:
     return last
 
 
-def heal_plan(plan, tokenizer):
-    """``plan`` with its prompt backed up by the prefix's last token and ``heal`` set to the removed characters;
-    ``plan`` itself when there is nothing to heal or no tokenizer."""
-    heal = heal_point(plan.prefix, tokenizer)
+def _last_piece(tail: str, tokenizer) -> int:
+    """Length of the tokenizer's last pre-tokenizer piece of ``tail`` (byte-level BPE: `` pathna``, ``\n    ``,
+    ``sel``): BPE merges never cross pieces, so the tokens of that piece are the ones that depend on what the user
+    types next. 0 when the tokenizer has no pre-tokenizer to ask."""
+    pre = getattr(tokenizer, "pre_tokenizer", None)
+    if pre is None:
+        return 0
+    try:
+        pieces = pre.pre_tokenize_str(tail)
+    except Exception:  # noqa: BLE001 -- a pre-tokenizer that cannot say: heal the last token only
+        return 0
+    if not pieces or pieces[-1][1][1] != len(tail):
+        return 0
+    return len(tail) - pieces[-1][1][0]
+
+
+def heal_point(prefix: str, tokenizer, word: bool = True) -> str:
+    """The characters to remove from the end of ``prefix``, or "" when there is nothing to heal (empty prefix, a
+    token that is not plain text, an over-long token).
+
+    Without ``word``: the prefix's last token (guidance's token healing). With ``word`` (the default): the
+    tokens of the last pre-tokenizer piece -- the whole partial word at the cursor, `` pathna`` spelled
+    `` path`` + ``n`` + ``a``, not just its ``a``: the prompt then ends where the text the model was trained on has
+    a token boundary whatever the user types next, and the model may choose `` pathnames``' own spelling -- and
+    further back, a token at a time, until what is left of the prompt encodes to the same tokens as before (a
+    prompt ending in ``}\n\t`` after backing up ``result`` would encode as ``}`` + ``\n\t``, a token the model only
+    saw before more whitespace, where the typed text had ``\n`` + ``\t``). At most MAX_HEAL_CHARS characters;
+    where the longer rule cannot be met within them, the last token alone."""
+    if not prefix or tokenizer is None:
+        return ""
+    tail = prefix[-TAIL_CHARS:]
+    ids = tokenizer.encode(tail, add_special_tokens=False).ids
+    if len(ids) < 2:                 # the tail is one token: its start may not be a token boundary in the prompt
+        return ""
+    last = _last_token(tail, ids, tokenizer)
+    if not last or not word:
+        return last
+    want = _last_piece(tail, tokenizer)
+    full = tokenizer.decode(ids, skip_special_tokens=False)
+    for k in range(1, len(ids)):
+        heal = tokenizer.decode(ids[-k:], skip_special_tokens=False)
+        if len(heal) > MAX_HEAL_CHARS or "\ufffd" in heal:
+            break
+        if (len(heal) < want or not tail.endswith(heal)
+                or tokenizer.decode(ids[:-k], skip_special_tokens=False) + heal != full):
+            continue
+        if tokenizer.encode(tail[: len(tail) - len(heal)], add_special_tokens=False).ids == ids[:-k]:
+            return heal
+    return last
+
+
+def heal_plan(plan, tokenizer, word: bool = True):
+    """``plan`` with its prompt backed up by ``heal_point`` (``word``: the partial word, to a stable boundary) and
+    ``heal`` set to the removed characters; ``plan`` itself when there is nothing to heal or no tokenizer."""
+    heal = heal_point(plan.prefix, tokenizer, word)
     if not heal:
         return plan
     prompt = fim_prompt(plan.prefix[: len(plan.prefix) - len(heal)], plan.suffix, plan.template, plan.context)
@@ -75,6 +133,7 @@ class _Vocab:
         for t, i in pairs:
             self.by_text.setdefault(t, []).append(i)
         self.cache: dict[str, tuple[int, ...]] = {}
+        self.tokenizer = tokenizer
 
     def allowed(self, remaining: str) -> tuple[int, ...]:
         got = self.cache.get(remaining)
@@ -89,10 +148,18 @@ class _Vocab:
         hi = lo
         while hi < len(self.texts) and self.texts[hi].startswith(remaining):
             hi += 1
-        out = set(self.ids[lo:hi])                                   # tokens that cover the rest and go on
-        for k in range(1, len(remaining)):
-            out.update(self.by_text.get(remaining[:k], ()))          # tokens that re-type part of it
-        return tuple(sorted(out))
+        out = {i for t, i in zip(self.texts[lo:hi], self.ids[lo:hi])  # tokens that cover the rest and go on,
+               if WHITESPACE_AFTER_HEAL or not t[len(remaining):].isspace()}  # but not with whitespace alone
+        part = set()                                                 # tokens that re-type part of it: the
+        for nxt in NEXT_PROBES:                                      # tokenizer's own first token of it
+            ids = self.tokenizer.encode(remaining + nxt, add_special_tokens=False).ids
+            first = self.tokenizer.decode(ids[:1], skip_special_tokens=False) if ids else ""
+            if first and len(first) < len(remaining) and remaining.startswith(first):
+                part.update(self.by_text.get(first, ()))
+        if ANY_PREFIX_TOKEN or not (out or part):                    # (or any prefix, when nothing else fits)
+            for k in range(1, len(remaining)):
+                part.update(self.by_text.get(remaining[:k], ()))
+        return tuple(sorted(out | part))
 
 
 def _added_tokens(tokenizer) -> dict[int, bool]:

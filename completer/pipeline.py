@@ -40,6 +40,8 @@ class Settings:
     temperature: float = 0.0
     seed: int | None = None
     token_healing: bool = True      # back the prompt up to a token boundary at the cursor (completer.healing)
+    heal_word: bool = True          # ...by the whole partial word, to where the prompt's tokens stay the same
+                                    # (False: by the last token only, as guidance's token healing)
 
 
 def resolve_template(template: str, engine: Engine) -> str:
@@ -59,7 +61,7 @@ def plan(source: SourceFile, offset: int, engine: Engine, settings: Settings = S
     p = build_prompt(source, offset, others=list(others), count_tokens=engine.count_tokens,
                      budget_tokens=settings.budget_tokens, template=resolve_template(settings.template, engine),
                      max_tokens=settings.max_tokens, trees=trees)
-    return heal_plan(p, getattr(engine, "tokenizer", None)) if settings.token_healing else p
+    return heal_plan(p, getattr(engine, "tokenizer", None), settings.heal_word) if settings.token_healing else p
 
 
 class Generation:

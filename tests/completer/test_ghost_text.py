@@ -103,3 +103,17 @@ def test_mid_word_on_smollm2_a_model_nobody_here_trained(tmp_path, capsys, model
     text = "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def pop(self):\n        return sel\n"
     got = ghost(tmp_path, capsys, text, "stack.py", 6, 19, "--model", "gguf:smollm2", "--speculation", "none")
     assert got.startswith("f"), got          # 'sel' + 'f.items.pop()'; without healing it was 'sel' + '.pop()'
+
+
+@pytest.mark.parametrize("name,text,start", [
+    # the partial word is several tokens (' S' + 'oft' + 'w', 'fil' + 'en'): healing only its last token left the
+    # prompt on a fragment and gave ' Color' / ' Lic' and '' / '(fil'; the whole word heals to ' Software', 'filename'
+    ("lic.h", "/*\n * This library is free software; you can redistribute it and/or\n * modify it under the terms of"
+              " the GNU Lesser General Public\n * License as published by the Free Softw", "are"),
+    ("files.py", "import os\n\n\ndef list_files(path):\n    names = []\n    for filename in os.listdir(path):\n"
+                 "        names.append(filen", "ame"),
+])
+def test_a_partial_word_of_several_tokens_is_healed_whole(tmp_path, capsys, name, text, start):
+    lines = text.split("\n")
+    got = ghost(tmp_path, capsys, text + "\n", name, len(lines), len(lines[-1]) + 1)
+    assert got.startswith(start), got
