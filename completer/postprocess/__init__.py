@@ -16,6 +16,7 @@ benchmark can report where ghost text goes wrong by kind. The ``Context`` is bui
 - ``cut_at_block_end``: block mode stops at the first line that dedents below the block or repeats the suffix;
 - ``trim_line_overlap``: no closing brackets/quotes or rest of line the editor already has;
 - ``drop_next_line_copy``: line mode: not a copy of the next line;
+- ``drop_empty_comment``: a bare comment marker (``#``, ``//``) is no completion;
 - ``strip_trailing_whitespace``: "" when nothing useful is left;
 - ``close_bracket_line``: ``{|}`` gets the closer on its own line;
 - ``restore_crlf``: CRLF documents get CRLF ghost text.
@@ -31,7 +32,7 @@ from typing import Callable, Iterable
 from completer.context import PromptPlan
 
 from .blocks import close_bracket_line, cut_at_block_end, one_line
-from .cleanup import cut_at_end_token, normalize_newlines, restore_crlf, strip_trailing_whitespace
+from .cleanup import cut_at_end_token, drop_empty_comment, normalize_newlines, restore_crlf, strip_trailing_whitespace
 from .context import Context
 from .indentation import indent_body, reindent_first_line
 from .language import cut_foreign_lines
@@ -54,6 +55,7 @@ FILTERS: tuple[Filter, ...] = (
     cut_at_block_end,
     trim_line_overlap,
     drop_next_line_copy,
+    drop_empty_comment,
     strip_trailing_whitespace,
     close_bracket_line,
     restore_crlf,
@@ -64,7 +66,8 @@ KIND = {
     "drop_repeated_line_start": "screen", "one_line": "format", "block_on_new_line": "indentation",
     "reindent_first_line": "indentation", "indent_body": "indentation", "cut_foreign_lines": "language",
     "cut_at_block_end": "screen", "trim_line_overlap": "screen", "drop_next_line_copy": "screen",
-    "strip_trailing_whitespace": "format", "close_bracket_line": "indentation", "restore_crlf": "format",
+    "drop_empty_comment": "format", "strip_trailing_whitespace": "format", "close_bracket_line": "indentation",
+    "restore_crlf": "format",
 }
 
 

@@ -28,6 +28,15 @@ def strip_trailing_whitespace(text: str, ctx: Context) -> str:
     return text if text.strip() else ""
 
 
+EMPTY_COMMENTS = frozenset({"#", "//", "///", "//!", "/*", "/**", "*", "--"})
+
+
+def drop_empty_comment(text: str, ctx: Context) -> str:
+    """A comment marker with nothing after it (``#``, ``//``, ``///``) is no completion: accepting it gives the
+    user one more thing to type or delete (a small model on a blank line often writes just that and stops)."""
+    return "" if text.strip() in EMPTY_COMMENTS else text
+
+
 def restore_crlf(text: str, ctx: Context) -> str:
     """CRLF documents get CRLF ghost text."""
     return text.replace("\n", "\r\n") if ctx.crlf else text

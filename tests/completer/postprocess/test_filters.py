@@ -133,6 +133,14 @@ TABLES = {
         ("y = 1", Context(line_before="    ", suffix="\n    return y\n"), "y = 1"),
         ("return y", Context(line_before="    ", suffix="\n    return y\n", mode="block"), "return y"),
     ],
+    "drop_empty_comment": [
+        ("#", Context(line_before="    ", language="python"), ""),          # a blank line's bare marker
+        ("  //  ", Context(line_before="\t", language="go"), ""),
+        ("///", Context(line_before="    ", language="rust"), ""),
+        ("# done", LINE, "# done"),                                         # a comment with words stays
+        ("x = 1  # ok", LINE, "x = 1  # ok"),
+        ("#include <a.h>", Context(language="c"), "#include <a.h>"),
+    ],
     "strip_trailing_whitespace": [
         ("x = 1   \n\n  \n", LINE, "x = 1"),
         ("   \n\t", LINE, ""),
