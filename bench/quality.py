@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -294,12 +295,39 @@ class Progress:
 
 
 async def run_config(name: str, engine_cfg: dict, positions: list[Position], args, progress: Progress) -> dict:
+    engine_only = dict(engine_cfg)
+    pipe = engine_only.pop("settings", {})             # pipeline.Settings fields (e.g. a pipeline fix switched off)
+    rules = engine_only.pop("healing_rules", {})       # completer.healing's module switches (the engine's healing
+    with _healing_rules(rules):                        # constraint, in this process), e.g. the rules before v3
+        return await _run_config(name, engine_cfg, engine_only, pipe, positions, args, progress)
+
+
+@contextlib.contextmanager
+def _healing_rules(rules: dict):
+    """Set ``completer.healing``'s switches (``ANY_PREFIX_TOKEN``, ``WHITESPACE_AFTER_HEAL``) for one configuration
+    and put them back after; the allowed-token tables are rebuilt either way (they are cached per tokenizer)."""
+    from completer import healing
+    unknown = set(rules) - {"ANY_PREFIX_TOKEN", "WHITESPACE_AFTER_HEAL"}
+    if unknown:
+        raise ValueError(f"healing_rules: unknown {sorted(unknown)}")
+    saved = {k: getattr(healing, k) for k in rules}
+    for k, v in rules.items():
+        setattr(healing, k, bool(v))
+    healing._VOCABS.clear()
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(healing, k, v)
+        healing._VOCABS.clear()
+
+
+async def _run_config(name: str, engine_cfg: dict, engine_only: dict, pipe: dict, positions: list[Position], args,
+                      progress: Progress) -> dict:
     from completer import pipeline
     from completer.context import SourceFile
     from completer.engine import EngineConfig, create_engine
 
-    engine_only = dict(engine_cfg)
-    pipe = engine_only.pop("settings", {})             # pipeline.Settings fields (e.g. a pipeline fix switched off)
     engine = create_engine(EngineConfig(**{"device": "cpu", **engine_only}))
     settings = pipeline.Settings(**{"max_tokens": args.max_tokens, "budget_tokens": args.budget_tokens, **pipe})
     variants = filter_variants()
@@ -365,7 +393,8 @@ def build_summary(positions: list[Position], configs: list[dict], compare: list[
     # speculation must not change the text: compare the raw outputs of configs that differ only in speculation
     def key(c: dict) -> tuple:
         e = c["engine"]
-        return e.get("model"), json.dumps(e.get("settings", {}), sort_keys=True), e.get("temperature", 0)
+        return (e.get("model"), json.dumps(e.get("settings", {}), sort_keys=True), e.get("temperature", 0),
+                json.dumps(e.get("healing_rules", {}), sort_keys=True))
 
     same = {}
     for i, a in enumerate(configs):

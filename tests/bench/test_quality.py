@@ -162,3 +162,14 @@ def test_ratio_ci_counts_the_same_positions_and_brackets_the_ratio():
     assert (r["a"], r["b"], r["ratio"]) == (40, 10, 4.0)
     assert r["ci95"][0] < 4.0 < r["ci95"][1] and 0 < r["p_ratio_ge_3"] < 1
     assert q.ratio_ci(a, [rec(False)] * 200)["ratio"] is None
+
+
+def test_a_configuration_sets_the_healing_rules_for_its_run_only():
+    from completer import healing
+    before = (healing.ANY_PREFIX_TOKEN, healing.WHITESPACE_AFTER_HEAL)
+    with q._healing_rules({"ANY_PREFIX_TOKEN": True, "WHITESPACE_AFTER_HEAL": True}):
+        assert healing.ANY_PREFIX_TOKEN and healing.WHITESPACE_AFTER_HEAL
+    assert (healing.ANY_PREFIX_TOKEN, healing.WHITESPACE_AFTER_HEAL) == before
+    with pytest.raises(ValueError):
+        with q._healing_rules({"NO_SUCH_RULE": True}):
+            pass
