@@ -57,33 +57,71 @@ def table(rows) -> list[str]:
     return lines
 
 
-def load_lines(folders: list[Path]) -> tuple[list[str], dict | None]:
+def busy_window(samples: list[dict], key: str = "cpu_s_server", min_rate: float = 0.2) -> tuple | None:
+    """(t0, t1) of the last unbroken run of samples in which the server process worked (CPU rate above ``min_rate``
+    cores between two samples): the load itself, after the idle wait that follows its engine start."""
+    pts = [(s["t"], s[key]) for s in samples if s.get(key) is not None]
+    run: list = []                    # the current unbroken run of busy intervals
+    last: list = []                   # the latest run seen
+    for a, b in zip(pts, pts[1:]):
+        if b[0] > a[0] and (b[1] - a[1]) / (b[0] - a[0]) > min_rate:
+            run = run + [(a[0], b[0])] if run and run[-1][1] == a[0] else [(a[0], b[0])]
+            last = run
+        else:
+            run = []
+    return (last[0][0], last[-1][1]) if last else None
+
+
+def cpu_during(samples: list[dict], window: tuple, key: str) -> float | None:
+    pts = [(s["t"], s[key]) for s in samples if s.get(key) is not None and window[0] <= s["t"] <= window[1]]
+    if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+        return None
+    return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
+
+
+def load_lines(folders: list[Path]) -> tuple[list[str], list[dict]]:
+    """One paragraph per load stage (a folder's summary.json with a ``load`` stage), and those stages."""
+    f = (lambda v: "–" if v is None else f"{v:.0f}")  # noqa: E731
+    text, loads = [], []
     for folder in folders:
-        res = json.loads((folder / "summary.json").read_text())["stages"].get("load")
-        if res and "sent" in res:
-            L, f = res, (lambda v: "–" if v is None else f"{v:.0f}")  # noqa: E731
-            text = [f"Load: {L['clients']} websocket clients replaying the traces for {L['duration_s']:.0f} s "
-                    f"(engine {json.dumps(L['engine_options'])}: house defaults, target + house draft, k=4 on vLLM): "
-                    f"sent {L['sent']}, answered {L['answered']} ({L['nonempty']} with ghost text), superseded "
-                    f"(-32800) {L['cancelled']}, busy (-32803) {L.get('busy')}, other errors "
-                    f"{sum(L['errors'].values())}, never answered {L['unanswered']}; answered latency p50 / p95 / max "
-                    f"{f(L['latency_ms']['median'])} / {f(L['latency_ms']['p95'])} / {f(L['latency_ms']['max'])} ms; "
-                    f"every answer (answered, superseded or busy) p50 / p95 / max "
-                    f"{f((L.get('any_ms') or {}).get('median'))} / {f((L.get('any_ms') or {}).get('p95'))} / "
-                    f"{f((L.get('any_ms') or {}).get('max'))} ms, over 1 s: {(L.get('any_ms') or {}).get('over_1s')}; "
-                    f"supervisor in flight max {L['supervisor_inflight_max']}; engine failures "
-                    f"{(L.get('supervisor') or {}).get('engine_failures')}; server RSS max {f(L['rss_mib']['max'])} MiB."]
-            return text, L
-    return [], None
+        L = json.loads((folder / "summary.json").read_text())["stages"].get("load")
+        if not (L and "sent" in L):
+            continue
+        loads.append(L)
+        a = L.get("any_ms") or {}
+        line = (f"Load ({folder.name}): {L['clients']} websocket clients replaying the traces for "
+                f"{L['duration_s']:.0f} s, engine {json.dumps(L['engine_options'])}: sent {L['sent']}, answered "
+                f"{L['answered']} ({L['nonempty']} with ghost text), superseded (-32800) {L['cancelled']}, busy "
+                f"(-32803) {L.get('busy')}, other errors {sum(L['errors'].values())}, never answered "
+                f"{L['unanswered']}; answered latency p50 / p95 / max {f(L['latency_ms']['median'])} / "
+                f"{f(L['latency_ms']['p95'])} / {f(L['latency_ms']['max'])} ms; every answer (answered, superseded "
+                f"or busy) p50 / p95 / max {f(a.get('median'))} / {f(a.get('p95'))} / {f(a.get('max'))} ms, over "
+                f"1 s: {a.get('over_1s')}; supervisor in flight max {L['supervisor_inflight_max']}; engine failures "
+                f"{(L.get('supervisor') or {}).get('engine_failures')}; server RSS max {f(L['rss_mib']['max'])} MiB.")
+        m = L.get("server_metrics")
+        if m:
+            h = lambda d: (f"n {f(d.get('count'))}, mean {f(d.get('mean_ms'))} ms, p50 <= {d.get('p50_le_ms')} "  # noqa: E731
+                           f"ms, p95 <= {d.get('p95_le_ms')} ms")
+            line += (f" Inside the server (--metrics, bucket bounds): request received to answer {h(m['request_latency'])}"
+                     f"; engine time to first token {h(m['ttft'])}; time per token {h(m['tpot'])}.")
+        w = busy_window(L.get("samples_device") or [])
+        if w:
+            cpu = {k: cpu_during(L["samples_device"], w, f"cpu_s_{k}") for k in ("server", "engine_core")}
+            L["cpu_during_load"] = {"window_s": w, **cpu}
+            g = (lambda v: "–" if v is None else f"{v:.2f}")  # noqa: E731
+            line += (f" CPU during the load ({w[0]:.0f}-{w[1]:.0f} s of the samples): server process "
+                     f"{g(cpu['server'])} cores, vLLM engine-core process {g(cpu['engine_core'])} cores.")
+        text.append(line)
+    return text, loads
 
 
-def plot(rows, load: dict | None, path: Path) -> None:
+def plot(rows, loads: list[dict], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    n = len(rows) + (1 if load else 0)
+    n = len(rows) + (1 if loads else 0)
     fig, axes = plt.subplots(n, 1, figsize=(10, 2.6 * n), squeeze=False)
     for ax, (label, _, recs) in zip(axes[:, 0], rows):
         for status, color in COLORS.items():
@@ -98,13 +136,15 @@ def plot(rows, load: dict | None, path: Path) -> None:
         ax.set_title(f"{label}: keystroke -> answer (dashed: the client got EngineDeadError)", fontsize=9)
         ax.legend(fontsize=7, loc="upper right", ncol=6)
     axes[-1, 0].set_xlabel("keystroke")
-    if load:
+    if loads:
         ax = axes[-1, 0]
-        ts = [s["t"] for s in load["samples"]]
-        ax.plot(ts, [s["supervisor_inflight"] or 0 for s in load["samples"]], label="supervisor in flight")
+        for load in loads:
+            ts = [s["t"] for s in load["samples"]]
+            spec = load["engine_options"].get("speculation", "draft (house default)")
+            ax.plot(ts, [s["supervisor_inflight"] or 0 for s in load["samples"]], label=f"in flight, {spec}")
         ax.set_xlabel("s")
         ax.set_ylabel("requests")
-        ax.set_title(f"load: {load['clients']} clients, engine requests in flight (1 s samples)", fontsize=9)
+        ax.set_title(f"load: {loads[0]['clients']} clients, engine requests in flight (1 s samples)", fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -116,10 +156,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     rows = replays(args.folders)
-    lines, load = load_lines(args.folders)
-    text = "\n".join(["# Language server over websockets on vLLM (lsp_device.py)", ""] + table(rows) + [""] + lines)
+    lines, loads = load_lines(args.folders)
+    text = "\n".join(["# Language server over websockets on vLLM (lsp_device.py)", ""] + table(rows) + [""] + "\n\n".join(lines).split("\n"))
     (args.out / "lsp_summary.md").write_text(text + "\n")
-    plot(rows, load, args.out / "lsp.png")
+    plot(rows, loads, args.out / "lsp.png")
     print(text)
 
 

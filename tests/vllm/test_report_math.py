@@ -46,3 +46,15 @@ def test_lsp_replay_figures_become_a_table():
     lines = report.lsp_section([("lsp_vllm_none.json", d)])
     assert "| lsp_vllm_none.json | none | 188/207 | 63.1 | 89.4 | 124.2 | 0.80 | 10 | 82 (7%) | — | 84.7 |" in lines
     assert "- `lsp_vllm_none.json`: `python -m bench.replay x`" in lines
+
+
+def test_load_cpu_is_read_over_the_load_not_the_engine_start():
+    from bench.vllm import lsp_report
+
+    # engine start (busy), idle wait, a short blip, idle, then the load (1 core busy), then idle at the end
+    cpu = [0, 5, 10, 10.05, 10.1, 10.6, 10.6, 11.6, 12.6, 13.6, 14.6, 14.62]
+    samples = [{"t": float(t), "cpu_s_server": c} for t, c in enumerate(cpu)]
+    w = lsp_report.busy_window(samples)
+    assert w == (6.0, 10.0)
+    assert lsp_report.cpu_during(samples, w, "cpu_s_server") == pytest.approx(1.0)
+    assert lsp_report.busy_window([{"t": 0.0, "cpu_s_server": 1.0}, {"t": 1.0, "cpu_s_server": 1.0}]) is None
