@@ -504,6 +504,17 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson interval of a rate k/n (0, 0 when n is 0)."""
+    if not n:
+        return 0.0, 0.0
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / d
+    return max(0.0, c - h), min(1.0, c + h)
+
+
 def plot(result: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -512,26 +523,43 @@ def plot(result: dict, path: Path) -> None:
     s = result["summary"]["configs"]
     names = list(s)
     langs = sorted({p["language"] for p in result["positions"]})
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
-    width = 0.8 / max(1, 2 * len(names))
-    for ax, metric, title in ((axes[0], "exact", "exact rest-of-line"), (axes[1], "accepted_chars", "accepted chars")):
+    colors = [plt.get_cmap("tab10")(i % 10) for i in range(len(names))]
+    fig, axes = plt.subplots(2, 2, figsize=(16, 9))
+    # (a) exact rest-of-line per configuration, 95% Wilson interval; base subset as a marker
+    ax = axes[0][0]
+    for j, n in enumerate(names):
+        x = s[n]["variants"]["all"]
+        k, tot = round((x["exact"] or 0) * x["n"]), x["n"]
+        lo, hi = wilson(k, tot)
+        r = (x["exact"] or 0) * 100
+        ax.bar(j, r, 0.7, color=colors[j], yerr=[[r - lo * 100], [hi * 100 - r]], capsize=3)
+        ax.text(j, hi * 100 + 0.3, f"{r:.1f}%\n({k})", ha="center", fontsize=7)
+        b = s[n].get("base", {}).get("all")
+        if b and b["n"] and b["n"] != tot:
+            ax.plot(j, (b["exact"] or 0) * 100, "kx")
+    ax.set_xticks(range(len(names)), names, rotation=20, fontsize=7, ha="right")
+    ax.set_ylabel("%")
+    ax.set_title("exact rest-of-line, every filter on (bar: 95% Wilson interval; x: base positions)")
+    # (b), (c): exact by position kind and by language
+    for ax, key, groups, title in ((axes[0][1], "by_kind", list(KINDS), "position kind"),
+                                   (axes[1][0], "by_language", langs, "language")):
+        width = 0.8 / max(1, len(names))
         for j, n in enumerate(names):
-            for k, v in enumerate(("none", "all")):
-                vals = [(s[n]["by_language"].get(v, {}).get(lang, {}).get(metric) or 0) * 100 for lang in langs]
-                xs = [i + (2 * j + k) * width for i in range(len(langs))]
-                ax.bar(xs, vals, width, label=f"{n} ({'filters ' + v})", alpha=0.55 if v == "none" else 1.0)
-        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(langs))], langs)
+            vals = [(s[n][key].get("all", {}).get(g, {}).get("exact") or 0) * 100 for g in groups]
+            ax.bar([i + j * width for i in range(len(groups))], vals, width, color=colors[j], label=n)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(groups))], groups)
         ax.set_ylabel("%")
-        ax.set_title(f"{title} by language")
-    axes[0].legend(fontsize=7)
-    ax = axes[2]
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        ax.set_title(f"exact rest-of-line by {title} (every filter on)")
+    axes[0][1].legend(fontsize=7, ncol=2)
+    # (d) failure kinds, filters none (hatched) vs all
+    ax = axes[1][1]
+    fcolors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for k, v in enumerate(("none", "all")):
         xs = [i + (k - 0.5) * 0.38 for i in range(len(names))]
         bottom = [0] * len(names)
         for j, kind in enumerate(FAILURES):
             vals = [s[n]["variants"].get(v, s[n]["variants"]["all"])["failures"][kind] for n in names]
-            ax.bar(xs, vals, 0.36, bottom=bottom, color=colors[j % len(colors)], hatch="//" if v == "none" else None,
+            ax.bar(xs, vals, 0.36, bottom=bottom, color=fcolors[j % len(fcolors)], hatch="//" if v == "none" else None,
                    alpha=0.55 if v == "none" else 1.0, label=kind if v == "all" else None)
             bottom = [a + b for a, b in zip(bottom, vals)]
     ax.set_xticks(range(len(names)), names, rotation=20, fontsize=7, ha="right")
