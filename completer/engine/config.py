@@ -95,6 +95,12 @@ class EngineConfig:
                              f"'none', 'draft', 'ngram' and 'draft+ngram'")
         if self.speculation == "eagle3" and not self.drafter:
             raise ValueError("speculation='eagle3' needs drafter (an EAGLE-3 drafter folder)")
+        if (self.speculation == "eagle3" and self.drafter == "house:eagle3" and self.model.startswith("house:")
+                and self.model != "house:target"):
+            # same hidden size as house v2, so vLLM would load the pair and draft from the wrong hidden states
+            raise ValueError(f"drafter='house:eagle3' was trained on house:target's hidden states, not on "
+                             f"{self.model}'s: give an EAGLE-3 drafter made for it (completer train-drafter "
+                             f"--target {self.model}) or another speculation")
         dtp = self.draft_tensor_parallel_size
         if dtp is not None and dtp not in (1, self.tensor_parallel_size):
             raise ValueError(f"draft_tensor_parallel_size must be 1 or tensor_parallel_size "

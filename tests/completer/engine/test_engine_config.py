@@ -119,3 +119,13 @@ def test_the_readme_example_of_a_quantised_target_with_a_draft_is_accepted_as_wr
         assert kw["quantization"] == "fp8" and kw["tensor_parallel_size"] == 2
         assert kw["speculative_config"] == {"method": "draft_model", "model": cfg.draft, "num_speculative_tokens": 4,
                                             "quantization": "fp8", "draft_tensor_parallel_size": 1}
+
+
+def test_the_house_eagle3_drafter_is_not_paired_with_another_house_target():
+    """house:eagle3 was trained on house:target's hidden states; house v2 has the same width, so vLLM would load the
+    pair without complaint and draft from the wrong model's features: refused by name instead."""
+    EngineConfig(backend="vllm", model="house:target", speculation="eagle3")                  # its own target
+    with pytest.raises(ValueError, match="house:eagle3.*house:v2/target"):
+        EngineConfig(backend="vllm", model="house:v2/target", speculation="eagle3")
+    EngineConfig(backend="vllm", model="house:v2/target", speculation="eagle3", drafter="/d/eagle3-v2")
+    EngineConfig(backend="vllm", model="house:v2/target", speculation="none")                 # drafter unused
