@@ -129,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--column", type=int, required=True, help="1-based column in characters (end of line = len+1)")
     c.add_argument("--model", default="house:target", help="model folder, hub id or house:<name>")
     c.add_argument("--draft", default=None, help="draft model (default house:draft when speculation uses one)")
-    c.add_argument("--speculation", choices=SPECULATION, default="draft")
+    c.add_argument("--speculation", choices=SPECULATION, default="auto",
+                   help="auto (default): what `completer tune` measured fastest for these models here, else none")
     c.add_argument("--k", type=k_arg, default="adaptive", help="draft tokens per step, or 'adaptive'")
     c.add_argument("--max-tokens", type=positive_int, default=64, help="upper bound; line completions use fewer")
     c.add_argument("--template", default="auto", help="FIM template: auto (from the model) | house | qwen | ...")

@@ -6,8 +6,9 @@ chosen from a measurement, not hoped for. Each available method and k runs in it
 prompts, one request at a time, greedy; per configuration: median tokens/s per request, aggregate tokens/s, latency
 p50/p95, tokens per step, and whether the output is identical to no speculation. The winner is the fastest
 configuration by median tokens/s among those with identical greedy output and at least ``--min-gain`` over none;
-if nothing qualifies, ``none`` wins. Writes ``--out`` (JSON: the winning engine settings and the whole table) and
-prints the table.
+if nothing qualifies, ``none`` wins. Saves the result (JSON: the winning engine settings and the whole table) where
+an engine with ``speculation="auto"`` (the default) finds it for these models (``completer/engine/choice.py``), also
+to ``--out`` if given, and prints the table.
 
     completer tune                                   # embedded backend, house pair, CPU or GPU
     completer tune --backend vllm --model M --draft D --drafter E --out tune.json
@@ -25,6 +26,7 @@ import time
 from pathlib import Path
 
 from .engine import EngineConfig, EngineError, Request, create_engine
+from .engine.choice import choice_path, measured_for
 from .stats import nearest_rank
 
 
@@ -128,14 +130,22 @@ async def run(args) -> int:
     for r in table.values():
         r.pop("ids", None)
     winner = choose(table, args.min_gain)
-    result = {"command": "completer tune " + " ".join(args.argv), "machine": {"platform": platform.platform(),
+    tuned = EngineConfig(**{**common, "speculation": "none"})
+    result = {"command": "completer tune " + " ".join(args.argv), "measured_for": measured_for(tuned),
+              "machine": {"platform": platform.platform(),
               "processor": platform.processor(), "python": sys.version.split()[0]},
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "prompts": len(prompts),
               "max_new_tokens": args.max_new_tokens, "min_gain": args.min_gain,
               "winner": winner, "settings": {**common, **table[winner]["settings"]}, "table": table}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    text = json.dumps(result, indent=1) + "\n"
+    saved_to = choice_path(tuned)                 # where an engine with speculation="auto" finds it
+    saved_to.parent.mkdir(parents=True, exist_ok=True)
+    tmp = saved_to.with_name(saved_to.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(saved_to)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
     print("| configuration | tok/s p50 | vs none | aggregate tok/s | latency p50 / p95 ms | tokens/step | greedy = none |")
     print("|---|---|---|---|---|---|---|")
     for name, r in table.items():
@@ -145,7 +155,8 @@ async def run(args) -> int:
         print(f"| {name}{' **(chosen)**' if name == winner else ''} | {r['tokens_per_s_p50']:.1f} | "
               f"{r['speedup_vs_none']:.2f}x | {r['aggregate_tokens_per_s']:.1f} | {r['latency_p50_ms']:.0f} / "
               f"{r['latency_p95_ms']:.0f} | {r['tokens_per_step']:.2f} | {r['greedy_identical_to_none']} |")
-    print(f"chosen: {winner} -> engine settings {json.dumps(result['settings'])}; wrote {out}")
+    print(f"chosen: {winner} -> engine settings {json.dumps(result['settings'])}; saved for speculation='auto' "
+          f"(the default) in {saved_to}" + (f"; wrote {args.out}" if args.out else ""))
     return 0
 
 
@@ -166,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=12, help="prompts per configuration")
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--min-gain", type=float, default=1.05, help="a method must beat none by this factor")
-    ap.add_argument("--out", default="tune.json")
+    ap.add_argument("--out", default=None, help="also write the result here (it is always saved where engines "
+                    "with speculation='auto' look: completer/engine/choice.py)")
     args = ap.parse_args(argv)
     args.argv = argv
     args.draft = args.draft or None

@@ -13,6 +13,16 @@ import pytest
 from tests.helpers import tiny_models
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_saved_speculation_choice(tmp_path_factory):
+    """Engines with speculation="auto" (the default) take what `completer tune` saved on this machine: tests, and
+    the servers they start (the environment is inherited), see an empty folder instead, so they run the same
+    everywhere (no speculation unless a test sets one)."""
+    import os
+
+    os.environ["COMPLETER_TUNE_DIR"] = str(tmp_path_factory.mktemp("tune-choices"))
+
+
 @pytest.fixture(scope="session")
 def tiny_pair(tmp_path_factory) -> tuple[Path, Path]:
     """(target, draft) folders of the tiny pair, built once per test session."""

@@ -9,7 +9,8 @@ __all__ = ["Chunk", "Counters", "Engine", "EngineConfig", "EngineError", "Reques
 
 
 def create_engine(config: EngineConfig) -> Engine:
-    """Build the backend ``config.backend`` names (imports are lazy: vLLM is an optional extra)."""
+    """Build the backend ``config.backend`` names (imports are lazy: vLLM is an optional extra). Each backend
+    resolves ``speculation="auto"`` to the setting measured for these models here (``choice.resolve``)."""
     if config.backend == "torch":
         from .torch_engine import TorchEngine
 

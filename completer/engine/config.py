@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 BACKENDS = ("torch", "vllm")
-SPECULATION = ("none", "draft", "ngram", "draft+ngram", "eagle3", "ngram_gpu")
+SPECULATION = ("auto", "none", "draft", "ngram", "draft+ngram", "eagle3", "ngram_gpu")
 VLLM_ONLY_SPECULATION = ("eagle3", "ngram_gpu")   # vLLM's EAGLE-3 drafter and GPU prompt lookup
 TORCH_QUANTIZATION = (None, "none", "fp16", "int8")
 # settings the embedded backend has no use for, and what it does instead (refused by name with backend="torch")
@@ -25,7 +25,8 @@ class EngineConfig:
     backend: str = "torch"                    # "torch" (embedded, CPU or CUDA) | "vllm"
     model: str = "house:target"               # model folder, hub id, or "house:<name>" for a shipped model
     draft: str | None = "house:draft"         # draft model for speculation="draft"/"draft+ngram"
-    speculation: str = "draft"                # "none" | "draft" | "ngram" | "draft+ngram"
+    speculation: str = "auto"                 # "auto" (what `completer tune` measured fastest here, else "none";
+                                              # completer/engine/choice.py) | "none" | "draft" | "ngram" | "draft+ngram"
     num_speculative_tokens: int | str = "adaptive"   # k, or "adaptive" (k follows the observed acceptance)
     max_speculative_tokens: int = 8           # upper bound for adaptive k
     ngram_min: int = 2                        # prompt lookup: shortest / longest n-gram to match

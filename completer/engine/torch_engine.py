@@ -32,6 +32,7 @@ from ..speculative import (BreakEven, DraftProposer, Sampling, common_prefix, de
                            propose_ngram, speculative_step, verify_greedy, verify_sampling)
 from .base import (Chunk, Counters, EngineError, InjectedFault, Request, apply_stop, check_prompt, held_back,
                    open_model)
+from .choice import resolve as resolve_speculation
 from .config import EngineConfig
 from .threads import ThreadChooser
 
@@ -133,6 +134,7 @@ class TorchEngine:
     name = "torch"
 
     def __init__(self, config: EngineConfig):
+        config, self.speculation_choice = resolve_speculation(config)   # "auto": what `completer tune` measured
         self.config = config
         _in_model_thread(self._load, config)      # torch's thread pools belong to the thread that steps (model_thread)
         self.stop_ids = self._stop_ids()

@@ -28,6 +28,7 @@ from .. import healing
 from ..models import resolve_model
 from ..prompt import template_for_model
 from .base import Chunk, Counters, EngineError, Request, RequestError, apply_stop, check_prompt, open_model
+from .choice import resolve as resolve_speculation
 from .config import EngineConfig
 
 log = logging.getLogger(__name__)
@@ -214,6 +215,7 @@ class VLLMEngine:
             from vllm.v1.engine.async_llm import AsyncLLM
         except ImportError as e:
             raise EngineError(f"backend 'vllm' needs vLLM (pip install 'completer[vllm]'; a CUDA GPU): {e}") from e
+        config, self.speculation_choice = resolve_speculation(config)   # "auto": what `completer tune` measured
         self.config = config
         self.model_path, self.tokenizer = open_model(config.model)
         try:

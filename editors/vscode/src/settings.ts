@@ -2,7 +2,7 @@
 // {"engine": {...EngineConfig fields...}, "maxTokens": N, "debounceMs": N}). No `vscode` import: unit-tested in node.
 
 // The server's engine settings (completer/engine/config.py; tests/editors/test_vscode.py checks these lists against it).
-export const SPECULATION = ['none', 'draft', 'ngram', 'draft+ngram', 'eagle3', 'ngram_gpu'] as const;
+export const SPECULATION = ['auto', 'none', 'draft', 'ngram', 'draft+ngram', 'eagle3', 'ngram_gpu'] as const;
 export const VLLM_ONLY_SPECULATION = ['eagle3', 'ngram_gpu'];
 export const BACKENDS = ['torch', 'vllm'] as const;
 /** Every EngineConfig field. The ones with their own `completer.*` setting are ENGINE_SETTINGS' values; the rest
@@ -51,7 +51,7 @@ export const DEFAULTS: CompleterSettings = {
   model: 'house:target',
   draft: 'house:draft',
   drafter: 'house:eagle3',
-  speculation: 'draft',
+  speculation: 'auto',
   numSpeculativeTokens: 'adaptive',
   device: 'auto',
   engine: {},

@@ -6,7 +6,7 @@ const from = (values: Record<string, unknown>) => readSettings((k) => values[k])
 
 test('defaults give the server defaults, in lsp/config.py shape', () => {
   assert.deepEqual(toInitOptions(from({})), {
-    engine: { backend: 'torch', model: 'house:target', draft: 'house:draft', speculation: 'draft',
+    engine: { backend: 'torch', model: 'house:target', draft: 'house:draft', speculation: 'auto',
               num_speculative_tokens: 'adaptive', device: 'auto' },
     maxTokens: 64, debounceMs: 30,
   });
@@ -42,11 +42,11 @@ test('--tcp names where to connect; --ws and a --tcp without a fixed port are re
 
 test('bad settings are refused with the setting named', () => {
   const cases: [Record<string, unknown>, RegExp][] = [
-    [{ speculation: 'fast' }, /completer\.speculation: expected one of none, draft, ngram, draft\+ngram, eagle3, ngram_gpu/],
+    [{ speculation: 'fast' }, /completer\.speculation: expected one of auto, none, draft, ngram, draft\+ngram, eagle3, ngram_gpu/],
     [{ numSpeculativeTokens: 0 }, /completer\.numSpeculativeTokens/],
     [{ numSpeculativeTokens: 33 }, /completer\.numSpeculativeTokens/],
     [{ numSpeculativeTokens: 2.5 }, /completer\.numSpeculativeTokens/],
-    [{ draft: null }, /completer\.draft: speculation "draft" needs a draft model/],
+    [{ draft: null, speculation: 'draft' }, /completer\.draft: speculation "draft" needs a draft model/],
     [{ maxTokens: 0 }, /completer\.maxTokens/],
     [{ debounceMs: -1 }, /completer\.debounceMs/],
     [{ serverCommand: [] }, /completer\.serverCommand/],

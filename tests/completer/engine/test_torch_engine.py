@@ -141,7 +141,8 @@ async def test_bad_requests_get_clear_errors_and_engine_keeps_serving(make_engin
 
 def test_draft_with_other_vocabulary_is_rejected(tiny_pair, other_vocab_draft):
     with pytest.raises(EngineError, match="different vocabulary"):
-        TorchEngine(EngineConfig(model=str(tiny_pair[0]), draft=str(other_vocab_draft), device="cpu"))
+        TorchEngine(EngineConfig(model=str(tiny_pair[0]), draft=str(other_vocab_draft), speculation="draft",
+                                 device="cpu"))
 
 
 def test_missing_model_is_a_clear_error(tmp_path):

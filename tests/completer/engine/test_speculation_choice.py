@@ -1,0 +1,73 @@
+"""speculation="auto" (the default): the setting `completer tune` saved for these models here, else none."""
+
+import asyncio
+import json
+import logging
+
+import pytest
+
+from completer.engine import EngineConfig
+from completer.engine.choice import choice_path, measured_for, resolve
+from completer.engine.torch_engine import TorchEngine
+from completer.tune import main as tune_main
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.delenv("COMPLETER_TUNE_DIR", raising=False)          # the cache folder's own place
+    monkeypatch.setenv("COMPLETER_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def save(config: EngineConfig, settings: dict, **extra) -> None:
+    path = choice_path(config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"measured_for": measured_for(config), "winner": "x", "date": "d",
+                                "settings": settings, **extra}))
+
+
+def test_the_default_is_auto_and_nothing_measured_means_no_speculation(cache):
+    config = EngineConfig()
+    assert config.speculation == "auto"
+    resolved, why = resolve(config)
+    assert resolved.speculation == "none" and "nothing measured" in why
+    assert str(choice_path(config)).startswith(str(cache / "tune"))
+    assert resolve(EngineConfig(speculation="draft"))[0].speculation == "draft"     # a set value is kept
+
+
+def test_a_saved_choice_for_the_same_models_is_taken_and_for_others_not(cache):
+    save(EngineConfig(device="cpu"), {"speculation": "ngram", "num_speculative_tokens": 4})
+    resolved, why = resolve(EngineConfig(device="cpu"))
+    assert (resolved.speculation, resolved.num_speculative_tokens) == ("ngram", 4) and "completer tune" in why
+    assert resolve(EngineConfig(device="cpu", model="house:v2/target", draft="house:v2/draft"))[0].speculation == "none"
+    assert resolve(EngineConfig(device="cuda"))[0].speculation == "none"
+
+
+@pytest.mark.parametrize("text", ["{not json", json.dumps({"measured_for": {}, "settings": {}}),
+                                  json.dumps({"settings": {"speculation": "magic"}})])
+def test_an_unreadable_or_foreign_choice_is_ignored_with_a_warning(cache, caplog, text):
+    config = EngineConfig(device="cpu")
+    path = choice_path(config)
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    if "magic" in text:                                   # right key, a setting the engine does not have
+        save(config, {"speculation": "magic"})
+    with caplog.at_level(logging.WARNING, logger="completer.engine.choice"):
+        assert resolve(config)[0].speculation == "none"
+    assert str(path) in caplog.text
+
+
+def test_tune_saves_what_an_auto_engine_then_runs(cache, tiny_pair, capsys):
+    target, draft = map(str, tiny_pair)
+    assert tune_main(["--model", target, "--draft", draft, "--device", "cpu", "--ks", "2", "--only", "ngram k=2",
+                      "--n", "2", "--max-new-tokens", "8", "--min-gain", "0.01"]) == 0
+    out = capsys.readouterr().out
+    config = EngineConfig(model=target, draft=draft, device="cpu")
+    saved = json.loads(choice_path(config).read_text())
+    assert str(choice_path(config)) in out and saved["winner"] in ("none", "ngram k=2")
+    engine = TorchEngine(config)                          # built directly, as benchmarks do: resolves too
+    try:
+        assert engine.config.speculation == saved["settings"]["speculation"] != "auto"
+        assert "completer tune" in engine.speculation_choice
+    finally:
+        asyncio.run(engine.close())
