@@ -20,7 +20,9 @@ The completion itself is ``completer.pipeline`` (plan -> engine request -> post-
 - with ``answerBoundMs`` (default 1000), a request whose answer cannot come within that bound is refused with -32803
   "server busy" rather than queued: at once when a new engine request is predicted to take longer (every
   connection's engine requests share one engine: :class:`lsp.flight.Load`), and at the bound when the answer has
-  not come by then (the engine request is then left to the next keystroke for a short grace, as a cancelled one).
+  not come by then (the engine request is then left to the next keystroke for a short grace, as a cancelled one),
+  unless it is the only completion running: then there is no load to shed and its answer is waited for (a first
+  completion on a slow machine gets its ghost text late rather than never; "busy" after all if others start).
 
 With ``cancelStaleRequests: false`` every request runs its own engine request to the end (as naive servers do), for
 benchmarks.
@@ -84,6 +86,7 @@ class ServerStats:
     flights_diverged: int = 0        # engine requests aborted because the document no longer matched them
     refused_busy: int = 0            # refused at once: a new engine request was predicted over answerBoundMs
     busy_at_bound: int = 0           # answered "busy" at answerBoundMs: the answer had not come by then
+    bound_alone: int = 0             # past answerBoundMs with no other completion running: waited on, not refused
     predicted_ms: float | None = None         # predicted time of the last new engine request (lsp.flight.Load)
     debounce_ms: float | None = None          # the wait before the last new engine request
     typing_interval_ms: float | None = None   # median interval between this client's recent edits
@@ -124,6 +127,8 @@ def type_through(shown: _Shown | None, snap: Snapshot, offset: int) -> str | Non
 
 
 class Lifecycle:
+    ALONE_CHECK_S = 0.1              # past the bound with no other completion running: how often to look again
+
     def __init__(self, host: EngineHost, config: Callable[[], ServerConfig], metrics=None):
         self.host = host
         self._config = config
@@ -267,21 +272,21 @@ class Lifecycle:
         it diverged, failed or was aborted. Cancelled while waiting, or past ``deadline`` (then :class:`Busy`): the
         flight is left to the next keystroke for a short grace (``reuseInFlight``), or aborted at once."""
         flight.waiters += 1
+        alone = False
         try:
-            # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation that arrives as the
-            # awaited chunk does (the superseded request would then answer)
-            async with asyncio.timeout(None if deadline is None else max(0.0, deadline - time.perf_counter())):
-                while True:
-                    verdict, text = flight.follow(typed, cfg.early_answer)
-                    if verdict == ANSWER:
-                        flight.answered += 1
-                        if not flight.gen.finished:
-                            flight.answered_early = True
-                            self.stats.early_answers += 1
-                        return text
-                    if verdict == DIVERGED:
-                        return None
-                    await flight.gen.changed()
+            while True:
+                try:
+                    # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation that arrives
+                    # as the awaited chunk does (the superseded request would then answer)
+                    async with asyncio.timeout(None if deadline is None else max(0.0, deadline - time.perf_counter())):
+                        return await self._follow(flight, typed, cfg)
+                except TimeoutError:
+                    if self.load.running <= 1:      # this flight alone: no load to shed, its answer is worth the wait
+                        self.stats.bound_alone += not alone
+                        alone = True
+                        deadline = time.perf_counter() + self.ALONE_CHECK_S   # busy after all if others start
+                        continue
+                    raise
         except TimeoutError:
             self.stats.busy_at_bound += 1
             self.load.too_slow(time.perf_counter() - flight.gen.started, flight.concurrency)
@@ -293,6 +298,20 @@ class Lifecycle:
             raise
         finally:
             flight.waiters -= 1
+
+    async def _follow(self, flight: Flight, typed: str, cfg: ServerConfig) -> str | None:
+        """Wait on ``flight`` until it has the ghost text for the user's ``typed`` text (None: it diverged)."""
+        while True:
+            verdict, text = flight.follow(typed, cfg.early_answer)
+            if verdict == ANSWER:
+                flight.answered += 1
+                if not flight.gen.finished:
+                    flight.answered_early = True
+                    self.stats.early_answers += 1
+                return text
+            if verdict == DIVERGED:
+                return None
+            await flight.gen.changed()
 
     def _orphaned(self, flight: Flight, cfg: ServerConfig) -> None:
         uri = next((u for u, f in self._flights.items() if f is flight), None)
