@@ -5,8 +5,8 @@ is 0.5x of no speculation while at 7B an EAGLE-3 drafter is ~2x; on a CPU it is 
 chosen from a measurement, not hoped for. Each available method and k runs in its own engine on the same sample
 prompts, one request at a time, greedy; per configuration: median tokens/s per request, aggregate tokens/s, latency
 p50/p95, tokens per step, and whether the output is identical to no speculation. The winner is the fastest
-configuration by median tokens/s among those with identical greedy output and at least ``--min-gain`` over none;
-if nothing qualifies, ``none`` wins. Saves the result (JSON: the winning engine settings and the whole table) where
+configuration by median tokens/s among those with identical greedy output, at least ``--min-gain`` over none, and
+request latency p50 and p95 no higher than none's; if nothing qualifies, ``none`` wins. Saves the result (JSON: the winning engine settings and the whole table) where
 an engine with ``speculation="auto"`` (the default) finds it for these models (``completer/engine/choice.py``), also
 to ``--out`` if given, and prints the table.
 
@@ -85,9 +85,15 @@ def sample_prompts(args, tokenizer) -> list:
 
 
 def choose(table: dict[str, dict], min_gain: float) -> str:
-    base = table["none"]["tokens_per_s_p50"]
+    """The fastest configuration that is never slower than none: identical greedy output (so the same tokens per
+    prompt, and latency compares like for like), at least ``min_gain`` in median tokens/s, and neither the median
+    nor the p95 request latency above none's (a tokens/s gain on short requests alone once chose a setting that
+    made the median request slower); else ``none``."""
+    base = table["none"]
     ok = [(r["tokens_per_s_p50"], name) for name, r in table.items()
-          if "error" not in r and r.get("greedy_identical_to_none") and r["tokens_per_s_p50"] >= min_gain * base]
+          if "error" not in r and r.get("greedy_identical_to_none")
+          and r["tokens_per_s_p50"] >= min_gain * base["tokens_per_s_p50"]
+          and r["latency_p50_ms"] <= base["latency_p50_ms"] and r["latency_p95_ms"] <= base["latency_p95_ms"]]
     return max(ok)[1] if ok else "none"
 
 

@@ -12,8 +12,8 @@ def test_candidates_per_backend():
     assert vllm_c["eagle3 k=3"] == {"speculation": "eagle3", "num_speculative_tokens": 3}
 
 
-def row(tps, same=True):
-    return {"tokens_per_s_p50": tps, "greedy_identical_to_none": same}
+def row(tps, same=True, p50=100.0, p95=150.0):
+    return {"tokens_per_s_p50": tps, "greedy_identical_to_none": same, "latency_p50_ms": p50, "latency_p95_ms": p95}
 
 
 def test_choice_needs_identical_output_and_the_minimum_gain():
@@ -21,3 +21,13 @@ def test_choice_needs_identical_output_and_the_minimum_gain():
     assert choose(table, 1.05) == "c"
     assert choose({"none": row(100), "a": row(104)}, 1.05) == "none"       # 4% is within noise: keep none
     assert choose({"none": row(100), "b": row(200, same=False)}, 1.05) == "none"
+
+
+def test_choice_is_never_slower_than_none_in_request_latency():
+    # bench/results/tune/run-491f8a0: draft k=2 at 1.13x median tok/s, but its median request took 172 ms vs 160
+    table = {"none": row(223, p50=160, p95=240), "draft k=2": row(252, p50=172, p95=215)}
+    assert choose(table, 1.05) == "none"
+    table["ngram k=4"] = row(250, p50=150, p95=240)
+    assert choose(table, 1.05) == "ngram k=4"
+    table["ngram k=4"] = row(250, p50=150, p95=241)
+    assert choose(table, 1.05) == "none"
