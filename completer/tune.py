@@ -3,8 +3,10 @@
 Why: whether speculation pays depends on the hardware and the models (on the H200 the house pair's ``draft_model``
 is 0.5x of no speculation while at 7B an EAGLE-3 drafter is ~2x; on a CPU it is different again), so the setting is
 chosen from a measurement, not hoped for. Each available method and k runs in its own engine on the same sample
-prompts, one request at a time, greedy; per configuration: median tokens/s per request, aggregate tokens/s, latency
-p50/p95, tokens per step, and whether the output is identical to no speculation. The winner is the fastest
+prompts, one request at a time, greedy, in rounds interleaved across the configurations (the order rotating; the
+embedded backend's engines all side by side, vLLM's one at a time); per configuration, from each prompt's median time
+over the rounds: median tokens/s per request, aggregate tokens/s, latency p50/p95, tokens per step, and whether the
+output is identical to no speculation (and the same in every round). The winner is the fastest
 configuration by median tokens/s among those with identical greedy output, at least ``--min-gain`` over none, and
 request latency p50 and p95 no higher than none's; if nothing qualifies, ``none`` wins. Saves the result (JSON: the winning engine settings and the whole table) where
 an engine with ``speculation="auto"`` (the default) finds it for these models (``completer/engine/choice.py``), also
@@ -48,28 +50,56 @@ def candidates(backend: str, ks: list[int], draft: str | None, drafter: str | No
     return out
 
 
-async def measure(config: EngineConfig, prompts: list, max_new_tokens: int) -> dict:
-    engine = create_engine(config)
-    try:
-        async def one(rid: str, prompt) -> tuple[float, list[int]]:
-            t0, ids = time.perf_counter(), []
-            async for chunk in engine.generate(Request(rid, prompt, max_new_tokens=max_new_tokens)):
-                ids.extend(chunk.token_ids)
-            return time.perf_counter() - t0, ids
+async def _one(engine, rid: str, prompt, max_new_tokens: int) -> tuple[float, list[int]]:
+    t0, ids = time.perf_counter(), []
+    async for chunk in engine.generate(Request(rid, prompt, max_new_tokens=max_new_tokens)):
+        ids.extend(chunk.token_ids)
+    return time.perf_counter() - t0, ids
 
-        await one("warm-up", prompts[0])
-        before = engine.counters()
-        runs = [await one(f"t{i}", p) for i, p in enumerate(prompts)]
-        after = engine.counters()
-    finally:
-        await engine.close()
-    lat = [r[0] for r in runs]
+
+def summarise(rounds: list[list[tuple[float, list[int]]]], before: dict, after: dict) -> dict:
+    """One configuration's figures from its rounds (each: (seconds, token ids) per prompt): per prompt the median
+    time over the rounds, then medians / p95 over the prompts; the ids of the first round (greedy: every round's)."""
+    lat = [statistics.median(r[i][0] for r in rounds) for i in range(len(rounds[0]))]
+    ids = [ids for _, ids in rounds[0]]
     drafts = (after.get("draft_per_position") or [0])[0] - ((before.get("draft_per_position") or [0]) + [0])[0]
     accepted = after.get("accepted_tokens", 0) - before.get("accepted_tokens", 0)
-    return {"tokens_per_s_p50": statistics.median(len(ids) / t for t, ids in runs if ids),
-            "aggregate_tokens_per_s": sum(len(ids) for _, ids in runs) / sum(lat),
+    return {"tokens_per_s_p50": statistics.median(len(x) / t for t, x in zip(lat, ids) if x),
+            "aggregate_tokens_per_s": sum(len(x) for x in ids) / sum(lat),
             "latency_p50_ms": statistics.median(lat) * 1e3, "latency_p95_ms": nearest_rank(lat, 95) * 1e3,
-            "tokens_per_step": 1 + accepted / drafts if drafts else 1.0, "ids": [ids for _, ids in runs]}
+            "tokens_per_step": 1 + accepted / drafts if drafts else 1.0, "rounds": len(rounds),
+            "same_output_every_round": all([x for _, x in r] == ids for r in rounds), "ids": ids}
+
+
+async def measure(configs: dict[str, EngineConfig], prompts: list, max_new_tokens: int, rounds: int,
+                  progress) -> dict[str, dict]:
+    """Run ``configs`` side by side: every engine built and warmed first, then ``rounds`` rounds in which each
+    configuration runs every prompt once, the order rotating each round (so a change of the machine's load falls on
+    all of them alike). A configuration whose engine fails is ``{"error": ...}``."""
+    engines, out = {}, {}
+    try:
+        for name, config in configs.items():
+            try:
+                engines[name] = create_engine(config)
+                await _one(engines[name], "warm-up", prompts[0], max_new_tokens)
+            except (EngineError, ValueError) as e:
+                out[name] = {"error": str(e)}
+                engines.pop(name, None)
+        before = {name: e.counters() for name, e in engines.items()}
+        runs: dict[str, list] = {name: [] for name in engines}
+        names = list(engines)
+        for r in range(rounds):
+            k = r % len(names) if names else 0
+            for name in names[k:] + names[:k]:
+                runs[name].append([await _one(engines[name], f"r{r}-{i}", p, max_new_tokens)
+                                   for i, p in enumerate(prompts)])
+                progress(name, r)
+        for name, e in engines.items():
+            out[name] = summarise(runs[name], before[name], e.counters())
+    finally:
+        for e in engines.values():
+            await e.close()
+    return out
 
 
 def sample_prompts(args, tokenizer) -> list:
@@ -110,26 +140,31 @@ async def run(args) -> int:
 
     _, tokenizer = open_model(args.model)              # the engines' tokenizer, without starting an engine
     prompts = sample_prompts(args, tokenizer)
-    print(f"tuning {len(cands)} configurations on {len(prompts)} prompts, {args.max_new_tokens} new tokens each",
-          flush=True)
+    rounds = args.rounds or (3 if args.backend == "torch" else 1)
+    print(f"tuning {len(cands)} configurations on {len(prompts)} prompts, {args.max_new_tokens} new tokens each, "
+          f"{rounds} round(s)", flush=True)
+    # the embedded backend's engines are small and share one model thread: all side by side, rounds interleaved;
+    # vLLM engines each take a share of GPU memory: one at a time, its rounds in a row
+    groups = [list(cands)] if args.backend == "torch" else [[name] for name in cands]
+    total, done, t0 = rounds * len(cands), [0], time.time()
+
+    def progress(name: str, r: int) -> None:
+        done[0] += 1
+        eta = (time.time() - t0) / done[0] * (total - done[0])
+        print(f"[{done[0]}/{total}] round {r + 1}/{rounds} {name}  (ETA {eta:.0f} s)", flush=True)
+
     table: dict[str, dict] = {}
-    t0 = time.time()
-    for i, (name, cfg) in enumerate(cands.items()):
-        try:
-            table[name] = {"settings": cfg, **await measure(EngineConfig(**{**common, **cfg}), prompts,
-                                                              args.max_new_tokens)}
-        except (EngineError, ValueError) as e:
-            table[name] = {"settings": cfg, "error": str(e)}
-        done = time.time() - t0
-        r = table[name]
-        line = (f"{r['tokens_per_s_p50']:.1f} tok/s p50, {r['tokens_per_step']:.2f} tokens/step" if "error" not in r
-                else f"error: {r['error']}")
-        print(f"[{i + 1}/{len(cands)}] {name}: {line}  (ETA {done / (i + 1) * (len(cands) - i - 1):.0f} s)",
-              flush=True)
+    for group in groups:
+        measured = await measure({n: EngineConfig(**{**common, **cands[n]}) for n in group}, prompts,
+                                 args.max_new_tokens, rounds, progress)
+        for name in group:
+            table[name] = {"settings": cands[name], **measured[name]}
+            if "error" in measured[name]:
+                print(f"{name}: error: {measured[name]['error']}", flush=True)
     base = table["none"]
     for r in table.values():
         if "error" not in r and "error" not in base:
-            r["greedy_identical_to_none"] = r["ids"] == base["ids"]
+            r["greedy_identical_to_none"] = r["ids"] == base["ids"] and r["same_output_every_round"]
             r["speedup_vs_none"] = r["tokens_per_s_p50"] / base["tokens_per_s_p50"]
     if "error" in base:
         raise SystemExit(f"completer tune: no speculation failed, nothing to compare with: {base['error']}")
@@ -181,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompts", default=None, help="JSON list of prompts (strings or {'prompt': ...}); "
                     "default: fill-in-the-middle prompts from held-out source files")
     ap.add_argument("--n", type=int, default=12, help="prompts per configuration")
+    ap.add_argument("--rounds", type=int, default=0, help="rounds over the prompts per configuration, interleaved "
+                    "(per prompt the median time is used; default 3 on the embedded backend, 1 on vLLM)")
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--min-gain", type=float, default=1.05, help="a method must beat none by this factor")
     ap.add_argument("--out", default=None, help="also write the result here (it is always saved where engines "

@@ -31,3 +31,18 @@ def test_choice_is_never_slower_than_none_in_request_latency():
     assert choose(table, 1.05) == "ngram k=4"
     table["ngram k=4"] = row(250, p50=150, p95=241)
     assert choose(table, 1.05) == "none"
+
+
+def test_summary_takes_each_prompts_median_time_over_the_rounds():
+    from completer.tune import summarise
+
+    ids = [[1, 2, 3, 4], [5, 6]]
+    rounds = [[(0.4, ids[0]), (0.1, ids[1])], [(0.2, ids[0]), (0.3, ids[1])], [(0.2, ids[0]), (0.2, ids[1])]]
+    s = summarise(rounds, {"accepted_tokens": 0, "draft_per_position": [0]},
+                  {"accepted_tokens": 3, "draft_per_position": [4]})
+    assert s["latency_p50_ms"] == 200.0 and s["rounds"] == 3       # per prompt 0.2 s and 0.2 s
+    assert s["tokens_per_s_p50"] == 15.0                            # 4 / 0.2 and 2 / 0.2 tokens/s
+    assert s["aggregate_tokens_per_s"] == 15.0 and s["tokens_per_step"] == 1.75
+    assert s["same_output_every_round"] and s["ids"] == ids
+    rounds[2][1] = (0.2, [5, 7])                                     # a round that wrote something else
+    assert not summarise(rounds, {}, {})["same_output_every_round"]
