@@ -7,7 +7,7 @@ measures each method and k and saves the winner under the cache folder, keyed by
 draft, drafter, device); an engine with ``speculation="auto"`` takes that saved setting, and with nothing measured
 runs without speculation, which is never slower than none.
 
-Pure functions of the config and the files; ``create_engine`` calls :func:`resolve` before it builds a backend.
+Pure functions of the config and the files; each backend's engine calls :func:`resolve` as it is built.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 AUTO = "auto"
 FALLBACK = "none"          # nothing measured for these models here: no speculation (never slower than none)
+CHOSEN = ("speculation", "num_speculative_tokens")   # the settings a saved choice sets
 
 
 def choices_dir() -> Path:
@@ -49,8 +50,9 @@ def choice_path(config: EngineConfig) -> Path:
 
 
 def saved(config: EngineConfig) -> dict | None:
-    """The saved ``completer tune`` result for ``config``'s models here, or None (none saved, or unreadable: a
-    warning names the file, and the engine runs as if nothing were measured)."""
+    """The saved ``completer tune`` result for ``config``'s models here, with the settings it sets under
+    ``"chosen"``, or None (none saved, or unreadable: a warning names the file, and the engine runs as if nothing
+    were measured)."""
     path = choice_path(config)
     if not path.is_file():
         return None
@@ -58,10 +60,9 @@ def saved(config: EngineConfig) -> dict | None:
         result = json.loads(path.read_text())
         if result.get("measured_for") != measured_for(config):
             raise ValueError("it was measured for other settings")
-        settings = result["settings"]
-        EngineConfig(**{**measured_for(config), **{k: settings[k] for k in ("speculation", "num_speculative_tokens")
-                                                   if k in settings}})
-        return result
+        chosen = {k: result["settings"][k] for k in CHOSEN if k in result["settings"]}
+        EngineConfig(**{**measured_for(config), **chosen})     # a setting this version refuses: ignored
+        return {**result, "chosen": chosen}
     except (OSError, ValueError, KeyError, TypeError) as e:
         log.warning("ignoring the saved speculation choice %s (%s); run `completer tune` again", path, e)
         return None
@@ -74,7 +75,7 @@ def resolve(config: EngineConfig) -> tuple[EngineConfig, str]:
     result = saved(config)
     if result is None:
         return replace(config, speculation=FALLBACK), "auto: nothing measured here (run `completer tune`)"
-    chosen = {k: result["settings"][k] for k in ("speculation", "num_speculative_tokens") if k in result["settings"]}
+    chosen = result["chosen"]
     return (replace(config, **chosen),
             f"auto: {result.get('winner', chosen['speculation'])} measured fastest by `completer tune` on "
             f"{result.get('date', '?')} ({choice_path(config)})")

@@ -154,6 +154,14 @@ def allowed_ids_limit(vllm_config: Any) -> int | None:
     return int(MAX_NUM_ALLOWED_TOKEN_IDS)
 
 
+def request_failure(e: Exception) -> EngineError:
+    """What a vLLM exception in a request's path is: a ValueError is vLLM refusing the request (RequestError: its
+    fault, the engine is fine and stays up); anything else an engine error."""
+    if isinstance(e, ValueError):
+        return RequestError(f"bad request: {e}")
+    return EngineError(f"vLLM engine error: {type(e).__name__}: {e}")
+
+
 def sampling_kwargs(request: Request) -> dict:
     """``SamplingParams`` keyword arguments for ``request`` (``output_kind`` is added by the engine)."""
     kw: dict[str, Any] = dict(max_tokens=request.max_new_tokens, temperature=request.temperature,
@@ -295,12 +303,9 @@ class VLLMEngine:
             except (asyncio.CancelledError, GeneratorExit):
                 c.requests_aborted += 1                 # started, so it must end as finished or aborted (the
                 raise                                   # 50-client load left 2741 of 3844 counted as running)
-            except ValueError as e:                     # vLLM refused a healing step: the request's fault
+            except Exception as e:                      # vLLM refused a healing step, or failed
                 c.requests_aborted += 1
-                raise RequestError(f"bad request: {e}") from e
-            except Exception as e:
-                c.requests_aborted += 1
-                raise EngineError(f"vLLM engine error: {type(e).__name__}: {e}") from e
+                raise request_failure(e) from e
             ids, c.generated_tokens = ids + heal_ids + tail, c.generated_tokens + len(heal_ids)
             extra, stopped = apply_stop(extra, request.stop)
             left = request.max_new_tokens - len(heal_ids)
@@ -343,14 +348,10 @@ class VLLMEngine:
                 c.wasted_tokens += generated
                 await self.llm.abort(rid)
             raise
-        except ValueError as e:                       # vLLM rejected the request: its fault, the engine is fine
+        except Exception as e:                        # vLLM rejected the request (its fault), or failed
             done = True
             c.requests_aborted += 1                   # started, so it ends as finished or aborted
-            raise RequestError(f"bad request: {e}") from e
-        except Exception as e:
-            done = True
-            c.requests_aborted += 1
-            raise EngineError(f"vLLM engine error: {type(e).__name__}: {e}") from e
+            raise request_failure(e) from e
         finally:
             self._active.discard(rid)
             await stream.aclose()                   # vLLM's generator aborts its request if it is still running

@@ -17,6 +17,15 @@ class DraftProposer:
     def __init__(self, model: LlamaForCausalLM, n_vocab: int):
         self.model, self.n_vocab = model, n_vocab
 
+    @staticmethod
+    def _draw(logits: torch.Tensor, sampling: Sampling, qs: list[torch.Tensor]) -> int:
+        """One draft token from ``logits``: the argmax when greedy, else a draw from q (appended to ``qs``)."""
+        if sampling.greedy:
+            return int(logits.argmax())
+        q = sampling.probs(logits)
+        qs.append(q)
+        return int(torch.multinomial(q, 1, generator=sampling.generator))
+
     @torch.inference_mode()
     def propose(self, cache: KVCache, tokens: Sequence[int], k: int,
                 sampling: Sampling) -> tuple[list[int], torch.Tensor | None]:
@@ -29,12 +38,7 @@ class DraftProposer:
         drafts: list[int] = []
         qs: list[torch.Tensor] = []
         for i in range(k):
-            if sampling.greedy:
-                drafts.append(int(logits.argmax()))
-            else:
-                q = sampling.probs(logits)
-                qs.append(q)
-                drafts.append(int(torch.multinomial(q, 1, generator=sampling.generator)))
+            drafts.append(self._draw(logits, sampling, qs))
             if i + 1 < k:                                    # the last draft token need not be run through
                 ids = torch.tensor([[drafts[-1]]], dtype=torch.long, device=cache.device)
                 logits = self.model(ids, cache=cache, last_only=True)[0, -1, :self.n_vocab]
@@ -70,13 +74,7 @@ class DraftProposer:
         for j in range(max(ks, default=0)):
             for i in range(n):
                 if j < ks[i]:
-                    s = samplings[i]
-                    if s.greedy:
-                        drafts[i].append(int(logits[i].argmax()))
-                    else:
-                        q = s.probs(logits[i])
-                        qs[i].append(q)
-                        drafts[i].append(int(torch.multinomial(q, 1, generator=s.generator)))
+                    drafts[i].append(self._draw(logits[i], samplings[i], qs[i]))
             rows = [i for i in range(n) if j + 1 < ks[i]]     # the last draft token need not be run through
             if rows:
                 out = self.model.forward_packed([[drafts[i][-1]] for i in rows], [caches[i] for i in rows],

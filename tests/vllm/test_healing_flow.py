@@ -181,25 +181,21 @@ async def test_a_request_vllm_rejects_is_a_request_error_not_an_engine_failure(t
 
     e = engine(tok, {})
 
-    def generate(prompt, params, rid):
-        async def stream():
-            raise ValueError("max_tokens must be at least 1")
-            yield None
-        return stream()
+    def failing(exc):                            # a stand-in for vLLM's generate whose stream raises ``exc``
+        def generate(prompt, params, rid):
+            async def stream():
+                raise exc
+                yield None
+            return stream()
+        return generate
 
-    e.llm.generate = generate
+    e.llm.generate = failing(ValueError("max_tokens must be at least 1"))
     with pytest.raises(RequestError):
         await run(e, Request("r", [5, 6, 7], max_new_tokens=4))
     with pytest.raises(RequestError):
         await run(e, Request("q", [5, 6, 7], max_new_tokens=4, heal="sel"))
 
-    def dead(prompt, params, rid):
-        async def stream():
-            raise RuntimeError("EngineCore encountered an issue")
-            yield None
-        return stream()
-
-    e.llm.generate = dead
+    e.llm.generate = failing(RuntimeError("EngineCore encountered an issue"))
     with pytest.raises(EngineError) as got:
         await run(e, Request("s", [5, 6, 7], max_new_tokens=4, heal="sel"))
     assert not isinstance(got.value, RequestError)
