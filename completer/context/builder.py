@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import functools
 import logging
+import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -179,13 +180,75 @@ def _sig(item: Item) -> str:
     return f"{sig}  (in {item.parent})" if item.parent else sig
 
 
+# Token counts remembered across prompts, per tokenizer: the prefix and suffix windows are counted again on every
+# keystroke, mostly over the same lines (issue 13: counting was a fifth of the language server's event loop at 50
+# clients). With a tokenizer whose tokens never span a line end (_splits_at_line_ends) a text is counted as the sum
+# of its lines' remembered counts, so a keystroke re-counts only its own line; with any other tokenizer whole texts
+# are remembered. Either way the counts are the tokenizer's own, exactly.
+_TOKENIZERS: list = []                    # tokenizers seen, strongly held: a count cache's key is its index here
+_COUNTS: list[dict[str, int]] = []        # per tokenizer: text (or line chunk) -> tokens
+_COUNTS_MAX = 65536                       # entries per tokenizer before its cache is emptied and refilled
+_LINE_END = re.compile(r"(?<=[!-~])(?=\n)")   # between a printable ASCII character and a newline
+
+
+def _splits_at_line_ends(tokenizer) -> bool:
+    """Whether no token of ``tokenizer`` (a ``tokenizers.Tokenizer``) can span the point between a printable ASCII
+    character and a newline, so that a text's token count is the sum of its pieces' split there: byte-level BPE with
+    GPT-2's pre-tokenizer regex (a pre-token holding a newline is all whitespace, and BPE never merges across
+    pre-tokens), no normalizer, no prefix space, and no added token holding whitespace or stripping it."""
+    try:
+        import json
+
+        spec = json.loads(tokenizer.to_str())
+    except Exception:
+        return False
+    pre, model = spec.get("pre_tokenizer") or {}, spec.get("model") or {}
+    return (spec.get("normalizer") is None and model.get("type") == "BPE" and pre.get("type") == "ByteLevel"
+            and pre.get("use_regex", True) is True and pre.get("add_prefix_space") is False
+            and all(not t.get("lstrip") and not t.get("rstrip") and not any(c.isspace() for c in t.get("content", ""))
+                    for t in spec.get("added_tokens") or ()))
+
+
+def _count_cache(count_tokens: Callable[[str], int]) -> tuple[dict[str, int] | None, bool]:
+    """(the cache of the tokenizer behind ``count_tokens``, whether it may split at line ends); (None, False) when
+    ``count_tokens`` is not an engine's method with a ``tokenizer`` (nothing is remembered across calls then)."""
+    owner = getattr(count_tokens, "__self__", None)
+    tokenizer = getattr(owner, "tokenizer", None) if owner is not None else None
+    if tokenizer is None:
+        return None, False
+    for i, t in enumerate(_TOKENIZERS):
+        if t[0] is tokenizer:
+            return _COUNTS[i], t[1]
+    if len(_TOKENIZERS) >= 8:                 # engines rebuilt with other models: start over
+        _TOKENIZERS.clear()
+        _COUNTS.clear()
+    _TOKENIZERS.append((tokenizer, _splits_at_line_ends(tokenizer)))
+    _COUNTS.append({})
+    return _COUNTS[-1], _TOKENIZERS[-1][1]
+
+
 def _safe_counter(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
-    """``count_tokens`` that never raises: a tokenizer that chokes on odd text must not cost the completion."""
+    """``count_tokens`` that never raises (a tokenizer that chokes on odd text must not cost the completion), with
+    counts remembered (``_count_cache``)."""
+    cache, split = _count_cache(count_tokens)
+    if cache is None:
+        cache = {}                           # this prompt's own: the same texts are counted more than once
+
+    def counted(s: str) -> int:
+        n = cache.get(s)
+        if n is None:
+            if len(cache) >= _COUNTS_MAX:
+                cache.clear()
+            n = cache[s] = int(count_tokens(s))
+        return n
+
     def count(s: str) -> int:
         if not s:
             return 0
         try:
-            return int(count_tokens(s))
+            if split:
+                return sum(map(counted, _LINE_END.split(s)))
+            return counted(s)
         except Exception as e:
             log.warning("count_tokens failed (%s: %s); estimating 3 characters a token", type(e).__name__, e)
             return len(s) // 3 + 1
