@@ -39,7 +39,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bench.lspclient import Server, frame, open_ws
-from completer.models import HOUSE_DIR
+from completer.models import resolve_model
 from completer.stats import nearest_rank as pct
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,12 +55,17 @@ def load_settings() -> dict:
 
 # --- engine ---------------------------------------------------------------------------------------------------
 def engine_options() -> tuple[dict, str, list[str]]:
-    """(engine settings, description, extra server args): the shipped house pair, which the figures are about."""
-    missing = [n for n in ("target", "draft") if not (HOUSE_DIR / n / "model.safetensors").is_file()]
-    if missing:
-        raise SystemExit(f"the house pair is not installed ({', '.join(missing)} missing under {HOUSE_DIR}); "
-                         "reinstall the package (pip install -e .)")
-    return {"model": "house:target", "draft": "house:draft", "device": "cpu"}, "house target + house draft", []
+    """(engine settings, description, extra server args): the shipped default house pair (EngineConfig's: house
+    v2 since issue 12; runs before that used v1, house:target + house:draft), which the figures are about."""
+    from completer.engine.config import DEFAULT_DRAFT, DEFAULT_MODEL
+
+    try:
+        for spec in (DEFAULT_MODEL, DEFAULT_DRAFT):
+            resolve_model(spec)
+    except FileNotFoundError as e:
+        raise SystemExit(f"the house pair is not installed ({e}); reinstall the package (pip install -e .)")
+    return ({"model": DEFAULT_MODEL, "draft": DEFAULT_DRAFT, "device": "cpu"},
+            f"house v2 target + draft ({DEFAULT_MODEL} + {DEFAULT_DRAFT})", [])
 
 
 # --- 1. fuzz --------------------------------------------------------------------------------------------------

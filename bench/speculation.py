@@ -35,6 +35,7 @@ import torch
 from tqdm import tqdm
 
 from completer.engine import EngineConfig, Request
+from completer.engine.config import DEFAULT_DRAFT, DEFAULT_MODEL
 from completer.engine.torch_engine import TorchEngine
 from completer.stats import nearest_rank
 
@@ -323,8 +324,8 @@ def plot(res: dict, path: Path) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="house:target")
-    p.add_argument("--draft", default="house:draft")
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"target (default {DEFAULT_MODEL}; house v1: house:target)")
+    p.add_argument("--draft", default=DEFAULT_DRAFT, help=f"draft (default {DEFAULT_DRAFT}; house v1: house:draft)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--prompts", type=int, default=6)
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: small models, shared CPUs)")

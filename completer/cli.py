@@ -22,7 +22,7 @@ from pathlib import Path
 from . import pipeline
 from .context import SourceFile
 from .engine import EngineConfig, EngineError, create_engine
-from .engine.config import SPECULATION
+from .engine.config import DEFAULT_MODEL, HOUSE_DRAFTS, SPECULATION
 from .pipeline import Settings
 
 
@@ -93,7 +93,9 @@ async def complete(args) -> int:
     if not text.strip():
         print(f"completer: nothing to complete: {path} is empty", file=sys.stderr)
         return 0
-    draft = args.draft if args.draft else (None if args.speculation in ("none", "ngram") else "house:draft")
+    # no --draft: the draft that ships with a house target (v2's for v2, v1's for v1); another model has none
+    draft = args.draft if args.draft else (None if args.speculation in ("none", "ngram")
+                                           else HOUSE_DRAFTS.get(args.model))
     config = EngineConfig(model=args.model, draft=draft, speculation=args.speculation,
                           num_speculative_tokens=args.k, device=args.device)
     engine = create_engine(config)
@@ -127,8 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("file")
     c.add_argument("--line", type=int, required=True, help="1-based line")
     c.add_argument("--column", type=int, required=True, help="1-based column in characters (end of line = len+1)")
-    c.add_argument("--model", default="house:target", help="model folder, hub id or house:<name>")
-    c.add_argument("--draft", default=None, help="draft model (default house:draft when speculation uses one)")
+    c.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"model folder, GGUF file, hub id or house:<name> (default {DEFAULT_MODEL}; house v1: "
+                        f"house:target)")
+    c.add_argument("--draft", default=None, help="draft model (default: the house target's own draft, "
+                   "house:v2/draft for house:v2/target, house:draft for house:target; none for other models)")
     c.add_argument("--speculation", choices=SPECULATION, default="auto",
                    help="auto (default): what `completer tune` measured fastest for these models here, else none")
     c.add_argument("--k", type=k_arg, default="adaptive", help="draft tokens per step, or 'adaptive'")

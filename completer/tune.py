@@ -29,6 +29,7 @@ from pathlib import Path
 
 from .engine import EngineConfig, EngineError, Request, create_engine
 from .engine.choice import choice_path, measured_for
+from .engine.config import DEFAULT_MODEL, HOUSE_DRAFTS, own_drafter
 from .stats import nearest_rank
 
 
@@ -206,9 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="completer tune", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", choices=("torch", "vllm"), default="torch")
-    ap.add_argument("--model", default="house:target")
-    ap.add_argument("--draft", default="house:draft", help="draft model ('' for none)")
-    ap.add_argument("--drafter", default="house:eagle3", help="EAGLE-3 drafter (vLLM backend)")
+    ap.add_argument("--model", default=DEFAULT_MODEL, help=f"target model (default {DEFAULT_MODEL})")
+    ap.add_argument("--draft", default=None, help="draft model ('' for none; default: the house target's own "
+                    "draft, none for other models)")
+    ap.add_argument("--drafter", default=None, help="EAGLE-3 drafter (vLLM backend; '' for none; default: the one "
+                    "that ships for the target: house:eagle3 for house:target, none for house:v2/target)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.35)
     ap.add_argument("--ks", default="2,4", help="comma-separated k to try for each method")
@@ -224,8 +227,15 @@ def main(argv: list[str] | None = None) -> int:
                     "with speculation='auto' look: completer/engine/choice.py)")
     args = ap.parse_args(argv)
     args.argv = argv
-    args.draft = args.draft or None
+    args.draft, args.drafter = default_models(args.model, args.draft, args.drafter)
     return asyncio.run(run(args))
+
+
+def default_models(model: str, draft: str | None, drafter: str | None) -> tuple[str | None, str | None]:
+    """The draft and the EAGLE-3 drafter tune runs with: the ones given ('' = none), else the ones that ship for
+    ``model`` (house:v2/target: house:v2/draft and no drafter; house:target: house:draft and house:eagle3)."""
+    return (HOUSE_DRAFTS.get(model) if draft is None else (draft or None),
+            own_drafter(model) if drafter is None else (drafter or None))
 
 
 if __name__ == "__main__":

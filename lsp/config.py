@@ -3,7 +3,7 @@
 JSON keys are camelCase; ``engine`` is the :class:`completer.engine.EngineConfig` dict (its own snake_case field
 names). Example with the defaults::
 
-    {"engine": {"backend": "torch", "model": "house:target", "draft": "house:draft", "speculation": "auto", ...},
+    {"engine": {"backend": "torch", "model": "house:v2/target", "draft": "house:v2/draft", "speculation": "auto", ...},
      "maxTokens": 64, "debounceMs": 30, "contextBudgetTokens": 1024, "cancelStaleRequests": true,
      "typeThroughCache": true, "template": "auto", "maxDocumentChars": 2000000, "maxPromptTokens": 4096,
      "engineStartTimeoutS": 300, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": true,

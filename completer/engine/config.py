@@ -18,13 +18,25 @@ VLLM_ONLY_SETTINGS = {
     "load_format": "loads the model's own weights",
     "async_scheduling": "schedules each step after the previous one",
 }
+# The embedded default: house v2 (six languages; 2.3x v1's exact lines with the same pipeline,
+# bench/results/quality-v3/README.md "The default model"). v1 stays available as house:target + house:draft.
+DEFAULT_MODEL = "house:v2/target"
+DEFAULT_DRAFT = "house:v2/draft"
+# the draft model and the EAGLE-3 drafter that ship for each house target (v2 has no drafter yet)
+HOUSE_DRAFTS = {"house:target": "house:draft", "house:v2/target": "house:v2/draft"}
+HOUSE_DRAFTERS = {"house:target": "house:eagle3"}
+
+
+def own_drafter(model: str) -> str | None:
+    """The EAGLE-3 drafter that ships for ``model`` (``house:eagle3`` for house v1), else None."""
+    return HOUSE_DRAFTERS.get(model)
 
 
 @dataclass(frozen=True)
 class EngineConfig:
     backend: str = "torch"                    # "torch" (embedded, CPU or CUDA) | "vllm"
-    model: str = "house:target"               # model folder, hub id, or "house:<name>" for a shipped model
-    draft: str | None = "house:draft"         # draft model for speculation="draft"/"draft+ngram"
+    model: str = DEFAULT_MODEL                # model folder, hub id, or "house:<name>" for a shipped model
+    draft: str | None = DEFAULT_DRAFT         # draft model for speculation="draft"/"draft+ngram"
     speculation: str = "auto"                 # "auto" (what `completer tune` measured fastest here, else "none";
                                               # completer/engine/choice.py) | "none" | "draft" | "ngram" | "draft+ngram"
     num_speculative_tokens: int | str = "adaptive"   # k, or "adaptive" (k follows the observed acceptance)
@@ -38,8 +50,9 @@ class EngineConfig:
     gpu_memory_utilization: float = 0.85      # vLLM only
     enforce_eager: bool = False               # vLLM only: False = CUDA graphs
     load_format: str = "auto"                 # vLLM only: "dummy" = random weights at real shapes
-    drafter: str | None = "house:eagle3"      # vLLM only: EAGLE-3 drafter folder for speculation="eagle3"
-                                              # (made by `completer train-drafter --target <model>`)
+    drafter: str | None = None                # vLLM only: EAGLE-3 drafter folder for speculation="eagle3" (made by
+                                              # `completer train-drafter --target <model>`); None = the one that
+                                              # ships for the model (house:target: house:eagle3), if any
     draft_quantization: str | None = None     # vLLM only: the draft's/drafter's own quantization (e.g. "fp8")
     draft_tensor_parallel_size: int | None = None  # vLLM only: 1 or tensor_parallel_size (default: the target's)
     async_scheduling: bool | None = None      # vLLM only: None = vLLM's choice (on, except with draft-model and CPU
@@ -65,6 +78,12 @@ class EngineConfig:
             raise ValueError(f"num_speculative_tokens must be 'adaptive' or an integer 1..32, got {k!r}")
         if "draft" in self.speculation and not self.draft:
             raise ValueError(f"speculation={self.speculation!r} needs a draft model")
+        own = HOUSE_DRAFTS.get(self.model)
+        if ("draft" in self.speculation and own and self.draft in HOUSE_DRAFTS.values()
+                and self.draft != own):
+            # e.g. house:target (v1) given as model with the default draft left in place: another vocabulary
+            raise ValueError(f"draft={self.draft!r} is another house target's draft (another vocabulary); "
+                             f"{self.model}'s is {own!r}")
         if not 1 <= self.ngram_min <= self.ngram_max:
             raise ValueError("need 1 <= ngram_min <= ngram_max")
         if not isinstance(self.threads, int) or isinstance(self.threads, bool) or self.threads < 0:
@@ -94,8 +113,15 @@ class EngineConfig:
         if self.speculation in VLLM_ONLY_SPECULATION and self.backend != "vllm":
             raise ValueError(f"speculation={self.speculation!r} is the vLLM backend's; the embedded backend has "
                              f"'none', 'draft', 'ngram' and 'draft+ngram'")
+        if self.drafter is None and own_drafter(self.model):   # the drafter follows the target
+            object.__setattr__(self, "drafter", own_drafter(self.model))
         if self.speculation == "eagle3" and not self.drafter:
-            raise ValueError("speculation='eagle3' needs drafter (an EAGLE-3 drafter folder)")
+            if self.model.startswith("house:"):
+                raise ValueError(f"speculation='eagle3': no EAGLE-3 drafter ships for {self.model} (house:eagle3 "
+                                 f"is house:target's); train one on a GPU with `completer train-drafter --target "
+                                 f"{self.model} --out DIR` and give drafter=DIR, or use another speculation")
+            raise ValueError(f"speculation='eagle3' needs drafter (an EAGLE-3 drafter folder): train one with "
+                             f"`completer train-drafter --target {self.model} --out DIR` and give drafter=DIR")
         if (self.speculation == "eagle3" and self.drafter == "house:eagle3" and self.model.startswith("house:")
                 and self.model != "house:target"):
             # same hidden size as house v2, so vLLM would load the pair and draft from the wrong hidden states

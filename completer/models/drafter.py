@@ -382,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="completer train-drafter", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--target", required=True, help="target model folder (Llama or Qwen2, Hugging Face layout)")
+    ap.add_argument("--target", required=True, help="target model folder (Llama or Qwen2, Hugging Face layout) "
+                    "or house:<name> (house:v2/target)")
     ap.add_argument("--out", required=True, help="folder for the drafter (config.json, model.safetensors, report)")
     ap.add_argument("--minutes", type=float, default=5.0, help="wall-clock training budget")
     ap.add_argument("--steps-ahead", type=int, default=6, help="unrolled draft steps in training (TTT)")
@@ -411,7 +412,12 @@ def main(argv: list[str] | None = None) -> int:
     corpus_mb = args.corpus_mb or (60 if gpu else 5)
     n_eval = args.eval_prompts if args.eval_prompts is not None else (100 if gpu else 20)
     random.seed(args.seed), np.random.seed(args.seed), torch.manual_seed(args.seed)
-    target_dir = Path(args.target)
+    from . import resolve_model                    # house:<name> (house:v2/target: its packed weights unpacked)
+
+    try:
+        target_dir = resolve_model(args.target) if args.target.startswith("house:") else Path(args.target)
+    except FileNotFoundError as e:
+        raise SystemExit(f"completer train-drafter: {e}")
     if not (target_dir / "tokenizer.json").is_file():
         raise SystemExit(f"completer train-drafter: {target_dir} has no tokenizer.json")
     dtype = torch.bfloat16 if gpu else torch.float32

@@ -8,7 +8,8 @@ pair, greedy: each case printed the wrong ghost text before token healing and th
 - repetition: ``type Route = { path: Argument<string>; name: Argument<`` looped ``; name: Argument<string>`` to the
   token limit.
 
-Each case runs with house v1 (the default) and with house v2 (``house:v2/target`` + its draft).
+Each case runs with house v2 (the default since issue 12: no model flags) and with house v1 (``house:target`` +
+``house:draft``, named explicitly).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 from completer.cli import main
 
 STACK = (Path(__file__).parents[1] / "data" / "stack.py").read_text(encoding="utf-8")
-MODELS = {"house-v1": (), "house-v2": ("--model", "house:v2/target", "--draft", "house:v2/draft")}
+MODELS = {"house-v1": ("--model", "house:target", "--draft", "house:draft"), "house-v2": ()}   # v2: the default
 _model_flags: tuple[str, ...] = ()
 
 
@@ -117,3 +118,13 @@ def test_a_partial_word_of_several_tokens_is_healed_whole(tmp_path, capsys, name
     lines = text.split("\n")
     got = ghost(tmp_path, capsys, text + "\n", name, len(lines), len(lines[-1]) + 1)
     assert got.startswith(start), got
+
+
+def test_the_readme_sample_v2_right_where_v1_is_wrong(tmp_path, capsys, model):
+    """README's first command: the default model at line 11, column 14 of tests/data/stack.go (``s.items = s.`` in
+    ``Pop``) writes the slice without the top, ``items[:len(s.items)-1]``; house v1 writes ``items[len(s.items)-1]``
+    (the top element, not a slice: wrong), as the README says."""
+    text = (Path(__file__).parents[1] / "data" / "stack.go").read_text(encoding="utf-8")
+    assert text.split("\n")[10] == "\ts.items = s."
+    got = ghost(tmp_path, capsys, text, "stack.go", 11, 14)
+    assert got == {"house-v2": "items[:len(s.items)-1]", "house-v1": "items[len(s.items)-1]"}[model], got

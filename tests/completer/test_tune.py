@@ -46,3 +46,40 @@ def test_summary_takes_each_prompts_median_time_over_the_rounds():
     assert s["same_output_every_round"] and s["ids"] == ids
     rounds[2][1] = (0.2, [5, 7])                                     # a round that wrote something else
     assert not summarise(rounds, {}, {})["same_output_every_round"]
+
+
+def test_tune_defaults_follow_the_target():
+    from completer.tune import default_models
+
+    assert default_models("house:v2/target", None, None) == ("house:v2/draft", None)     # the default target
+    assert default_models("house:target", None, None) == ("house:draft", "house:eagle3")
+    assert default_models("/m/7b", None, None) == (None, None)
+    assert default_models("house:target", "", "") == (None, None)
+    assert default_models("/m/7b", "/m/0.5b", "/m/e3") == ("/m/0.5b", "/m/e3")
+
+
+def test_a_choice_saved_for_house_v1_is_not_used_for_house_v2(tmp_path, monkeypatch):
+    """The saved choice is keyed by the models: one measured for v1 (before the default became v2) is not applied
+    to the v2 default, which runs without speculation until tune has measured it."""
+    import json
+
+    from completer.engine import EngineConfig
+    from completer.engine.choice import choice_path, measured_for, resolve
+
+    monkeypatch.setenv("COMPLETER_TUNE_DIR", str(tmp_path))
+    v1 = EngineConfig(model="house:target", draft="house:draft")
+    v2 = EngineConfig()
+    assert choice_path(v1) != choice_path(v2)
+    settings = {"speculation": "ngram", "num_speculative_tokens": 4}
+    choice_path(v1).write_text(json.dumps({"measured_for": measured_for(v1), "settings": settings,
+                                           "winner": "ngram k=4"}))
+    assert resolve(v1)[0].speculation == "ngram"
+    config, why = resolve(v2)
+    assert config.speculation == "none" and "nothing measured" in why
+    for backend in ("torch", "vllm"):          # the key names each model of the pair (and the drafter on vLLM)
+        a = measured_for(EngineConfig(backend=backend, model="house:target", draft="house:draft"))
+        b = measured_for(EngineConfig(backend=backend))
+        assert a["model"] != b["model"] and a["draft"] != b["draft"]
+    v1_vllm = EngineConfig(backend="vllm", model="house:target", draft="house:draft")
+    assert measured_for(v1_vllm)["drafter"] == "house:eagle3"
+    assert measured_for(EngineConfig(backend="vllm"))["drafter"] is None

@@ -57,6 +57,10 @@ def test_editor_settings_match_the_servers_engine_settings():
            "speculation": "speculation", "numSpeculativeTokens": "num_speculative_tokens", "device": "device"}
     for setting, field in own.items():                     # the editor's defaults are the server's
         assert props[f"completer.{setting}"]["default"] == getattr(defaults, field), setting
+    assert defaults.model == "house:v2/target" and props["completer.drafter"]["default"] is None   # issue 12
+    import re                                              # the drafter that ships per target, as the server's
+    m = re.search(r"export const HOUSE_DRAFTERS[^=]*= \{(.*?)\};", (VSCODE / "src" / "settings.ts").read_text(), re.S)
+    assert m and dict(re.findall(r"'([^']*)': '([^']*)'", m.group(1))) == config.HOUSE_DRAFTERS
     engine_doc = props["completer.engine"]["markdownDescription"]
     for field in set(fields) - set(own.values()):          # the rest documented under completer.engine
         assert f"`{field}`" in engine_doc, field

@@ -27,9 +27,11 @@ HOUSE_NAMES = ("target", "draft")
 
 
 def house_missing() -> list[str]:
-    """The files of the shipped house pair that are not there (empty when the pair is complete)."""
-    return [str(HOUSE_DIR / n / f) for n in HOUSE_NAMES for f in ("config.json", "model.safetensors", "tokenizer.json")
-            if not (HOUSE_DIR / n / f).is_file()]
+    """The files of the shipped house pairs (v1: target, draft; v2, the default: v2/target, v2/draft, packed) that
+    are not there (empty when both are complete)."""
+    v1 = [HOUSE_DIR / n / f for n in HOUSE_NAMES for f in ("config.json", "model.safetensors", "tokenizer.json")]
+    v2 = [HOUSE_DIR / "v2" / n / f for n in HOUSE_NAMES for f in ("config.json", "model.quant")]
+    return [str(f) for f in v1 + v2 + [HOUSE_DIR / "v2" / "target" / "tokenizer.json"] if not f.is_file()]
 
 
 def house_available() -> bool:
@@ -37,7 +39,14 @@ def house_available() -> bool:
 
 
 def house_options() -> dict:
-    """``initializationOptions.engine`` for the shipped house pair on CPU."""
+    """``initializationOptions.engine`` for the shipped default house pair (house v2) on CPU."""
+    from completer.engine.config import DEFAULT_DRAFT, DEFAULT_MODEL
+
+    return {"model": DEFAULT_MODEL, "draft": DEFAULT_DRAFT, "device": "cpu"}
+
+
+def house_v1_options() -> dict:
+    """The same for house v1 (``house:target`` + ``house:draft``), for tests whose expectations are v1's."""
     return {"model": "house:target", "draft": "house:draft", "device": "cpu"}
 
 

@@ -11,7 +11,7 @@ def test_defaults_and_overrides():
                                      "engine": {"prefix_cache": False, "speculation": "ngram"}})
     assert (cfg.max_tokens, cfg.debounce_ms, cfg.cancel_stale_requests) == (8, 0.0, False)
     assert cfg.engine.prefix_cache is False and cfg.engine.speculation == "ngram"
-    assert cfg.engine.model == "house:target"          # untouched engine fields keep their values
+    assert cfg.engine.model == "house:v2/target"       # untouched engine fields keep their values (the default)
     again = cfg.updated({"completer": {"maxTokens": 9}}, "settings")
     assert again.max_tokens == 9 and again.engine == cfg.engine
 

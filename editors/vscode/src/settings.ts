@@ -14,6 +14,9 @@ export const ENGINE_FIELDS = [
   'load_format', 'drafter', 'draft_quantization', 'draft_tensor_parallel_size', 'threads', 'batch_decode',
   'adaptive_threads', 'quantization', 'async_scheduling',
 ];
+/** The EAGLE-3 drafter that ships for a house target (completer/engine/config.py HOUSE_DRAFTERS): with
+ * `drafter` null the server uses it; house:v2/target has none yet. */
+export const HOUSE_DRAFTERS: Record<string, string> = { 'house:target': 'house:eagle3' };
 export const ENGINE_SETTINGS: Record<string, string> = {
   backend: 'backend', model: 'model', draft: 'draft', drafter: 'drafter', speculation: 'speculation',
   numSpeculativeTokens: 'num_speculative_tokens', device: 'device',
@@ -48,9 +51,9 @@ export const DEFAULTS: CompleterSettings = {
   languages: CODE_LANGUAGES,
   completionList: false,
   backend: 'torch',
-  model: 'house:target',
-  draft: 'house:draft',
-  drafter: 'house:eagle3',
+  model: 'house:v2/target',
+  draft: 'house:v2/draft',
+  drafter: null,
   speculation: 'auto',
   numSpeculativeTokens: 'adaptive',
   device: 'auto',
@@ -120,8 +123,9 @@ export function readSettings(get: (key: string) => unknown): CompleterSettings {
   if (s.drafter !== null && typeof s.drafter !== 'string') {
     throw bad('drafter', 'expected an EAGLE-3 drafter folder (completer train-drafter), house:eagle3, or null', s.drafter);
   }
-  if (s.speculation === 'eagle3' && !s.drafter) {
-    throw bad('drafter', 'speculation "eagle3" needs a drafter (an EAGLE-3 folder from completer train-drafter)', s.drafter);
+  if (s.speculation === 'eagle3' && !s.drafter && !(s.model in HOUSE_DRAFTERS)) {
+    throw bad('drafter', `speculation "eagle3" needs a drafter: none ships for ${s.model}; train one with ` +
+              `\`completer train-drafter --target ${s.model} --out DIR\` and set completer.drafter to DIR`, s.drafter);
   }
   if (s.engine === null || typeof s.engine !== 'object' || Array.isArray(s.engine)) {
     throw bad('engine', 'expected an object of further engine settings, e.g. {"quantization": "fp8"}', s.engine);
@@ -160,8 +164,9 @@ export function toInitOptions(s: CompleterSettings): InitOptions {
       backend: s.backend,
       model: s.model,
       draft: s.draft,
-      // the drafter only where it is used (the server checks every model path it gets against its allowlist)
-      ...(s.speculation === 'eagle3' ? { drafter: s.drafter as string } : {}),
+      // the drafter only where it is used (the server checks every model path it gets against its allowlist);
+      // null: the one that ships for the model, chosen by the server
+      ...(s.speculation === 'eagle3' && s.drafter ? { drafter: s.drafter } : {}),
       speculation: s.speculation,
       num_speculative_tokens: s.numSpeculativeTokens,
       device: s.device,

@@ -6,7 +6,7 @@ const from = (values: Record<string, unknown>) => readSettings((k) => values[k])
 
 test('defaults give the server defaults, in lsp/config.py shape', () => {
   assert.deepEqual(toInitOptions(from({})), {
-    engine: { backend: 'torch', model: 'house:target', draft: 'house:draft', speculation: 'auto',
+    engine: { backend: 'torch', model: 'house:v2/target', draft: 'house:v2/draft', speculation: 'auto',
               num_speculative_tokens: 'adaptive', device: 'auto' },
     maxTokens: 64, debounceMs: 30,
   });
@@ -67,15 +67,21 @@ test('vLLM speculation (eagle3 with its drafter, ngram_gpu) and the engine objec
   const e = toInitOptions(from({ backend: 'vllm', speculation: 'eagle3', drafter: '/d/eagle3', numSpeculativeTokens: 3,
                                  engine: { quantization: 'fp8', draft_quantization: 'fp8', tensor_parallel_size: 2 } }));
   assert.deepEqual(e.engine, { quantization: 'fp8', draft_quantization: 'fp8', tensor_parallel_size: 2, backend: 'vllm',
-                               model: 'house:target', draft: 'house:draft', drafter: '/d/eagle3', speculation: 'eagle3',
+                               model: 'house:v2/target', draft: 'house:v2/draft', drafter: '/d/eagle3', speculation: 'eagle3',
                                num_speculative_tokens: 3, device: 'auto' });
   assert.equal(toInitOptions(from({ backend: 'vllm', speculation: 'ngram_gpu' })).engine.speculation, 'ngram_gpu');
   assert.equal(toInitOptions(from({ speculation: 'draft' })).engine.drafter, undefined);   // sent only for eagle3
+  // house v1 with no drafter set: nothing sent, the server takes the one that ships for it (house:eagle3)
+  const v1 = toInitOptions(from({ backend: 'vllm', speculation: 'eagle3', model: 'house:target', draft: 'house:draft' }));
+  assert.equal(v1.engine.drafter, undefined);
+  assert.equal(v1.engine.model, 'house:target');
   assert.deepEqual(toInitOptions(from({ engine: { quantization: 'int8', threads: 1 } })).engine.threads, 1);
   const cases: [Record<string, unknown>, RegExp][] = [
     [{ speculation: 'eagle3' }, /completer\.speculation: "eagle3" needs completer\.backend "vllm"/],
     [{ speculation: 'ngram_gpu' }, /completer\.speculation: "ngram_gpu" needs completer\.backend "vllm"/],
-    [{ backend: 'vllm', speculation: 'eagle3', drafter: null }, /completer\.drafter: speculation "eagle3" needs a drafter/],
+    [{ backend: 'vllm', speculation: 'eagle3', drafter: null },
+     /completer\.drafter: speculation "eagle3" needs a drafter: none ships for house:v2\/target; train one with `completer train-drafter --target house:v2\/target --out DIR`/],
+    [{ backend: 'vllm', speculation: 'eagle3', model: '/m/7b' }, /completer\.drafter: .*none ships for \/m\/7b/],
     [{ drafter: 3 }, /completer\.drafter: expected an EAGLE-3 drafter folder/],
     [{ engine: [] }, /completer\.engine: expected an object/],
     [{ engine: { quantisation: 'int8' } }, /completer\.engine: unknown engine setting "quantisation"; known: .*quantization/],

@@ -126,6 +126,30 @@ def test_the_house_eagle3_drafter_is_not_paired_with_another_house_target():
     pair without complaint and draft from the wrong model's features: refused by name instead."""
     EngineConfig(backend="vllm", model="house:target", speculation="eagle3")                  # its own target
     with pytest.raises(ValueError, match="house:eagle3.*house:v2/target"):
-        EngineConfig(backend="vllm", model="house:v2/target", speculation="eagle3")
+        EngineConfig(backend="vllm", model="house:v2/target", speculation="eagle3", drafter="house:eagle3")
     EngineConfig(backend="vllm", model="house:v2/target", speculation="eagle3", drafter="/d/eagle3-v2")
     EngineConfig(backend="vllm", model="house:v2/target", speculation="none")                 # drafter unused
+
+
+def test_the_default_is_house_v2_and_the_drafter_follows_the_target():
+    """Issue 12: house v2 is the embedded default pair; the EAGLE-3 drafter left unset is the one that ships for the
+    target (house:eagle3 for v1), and v2, which has none, says so and how to make one."""
+    d = EngineConfig()
+    assert (d.model, d.draft, d.drafter) == ("house:v2/target", "house:v2/draft", None)
+    assert EngineConfig(model="house:target", draft="house:draft").drafter == "house:eagle3"
+    assert EngineConfig(backend="vllm", model="house:target", speculation="eagle3").drafter == "house:eagle3"
+    assert EngineConfig(model="house:target", drafter="/d/mine").drafter == "/d/mine"       # given: kept
+    with pytest.raises(ValueError, match=r"no EAGLE-3 drafter ships for house:v2/target.*"
+                                         r"`completer train-drafter --target house:v2/target --out DIR`"):
+        EngineConfig(backend="vllm", speculation="eagle3")
+    with pytest.raises(ValueError, match=r"needs drafter.*completer train-drafter --target /m/7b"):
+        EngineConfig(backend="vllm", model="/m/7b", speculation="eagle3")
+
+
+def test_a_house_target_with_the_other_pairs_draft_is_refused_when_the_draft_runs():
+    """Choosing v1 as the model with the default (v2) draft left in place would pair two vocabularies."""
+    with pytest.raises(ValueError, match="draft='house:v2/draft' is another house target's draft.*'house:draft'"):
+        EngineConfig(model="house:target", speculation="draft")
+    EngineConfig(model="house:target", speculation="none")                 # the draft is not used: accepted
+    EngineConfig(model="house:target", draft="house:draft", speculation="draft")
+    EngineConfig(model="/m/7b", draft="/m/0.5b", speculation="draft")

@@ -21,7 +21,11 @@ def test_house_pair_is_shipped_inside_the_package():
 
 
 def test_end_to_end_and_editor_tests_run_the_house_pair(house_options):
-    assert house_options["model"] == "house:target" and house_options["draft"] == "house:draft"
+    """They run the shipped default pair (house v2 since issue 12), EngineConfig's defaults."""
+    from completer.engine import EngineConfig
+
+    assert (house_options["model"], house_options["draft"]) == ("house:v2/target", "house:v2/draft")
+    assert (house_options["model"], house_options["draft"]) == (EngineConfig().model, EngineConfig().draft)
     for spec in (house_options["model"], house_options["draft"]):
         assert (resolve_model(spec) / "model.safetensors").is_file()
 

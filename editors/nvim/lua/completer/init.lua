@@ -2,7 +2,7 @@
 --
 --   require("completer").setup({
 --     cmd = { "completer-lsp", "--stdio" },
---     init_options = { engine = { model = "house:target", draft = "house:draft", speculation = "auto",
+--     init_options = { engine = { model = "house:v2/target", draft = "house:v2/draft", speculation = "auto",
 --                                 num_speculative_tokens = "adaptive" }, maxTokens = 64, debounceMs = 30 },
 --     filetypes = { "python", "lua", ... },   -- nil: every buffer with a filetype
 --     keys = { accept = "<Tab>", accept_line = "<C-l>", dismiss = "<C-]>" },
