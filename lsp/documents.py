@@ -16,6 +16,7 @@ the document exactly as it was (nothing the user typed is half-applied).
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -48,8 +49,13 @@ def _units(ch: str, encoding: str) -> int:
 
 
 def line_starts(text: str) -> list[int]:
-    """Offsets where each line starts (always at least one line)."""
-    return [0] + [m.end() for m in _EOL.finditer(text)]
+    """Offsets where each line starts (always at least one line). Computed on every edit: with ``\n`` line ends only
+    (the usual case) from the lengths of the lines, several times faster than the regular expression."""
+    if "\r" in text:
+        return [0] + [m.end() for m in _EOL.finditer(text)]
+    starts = list(itertools.accumulate(map(len, text.split("\n")), lambda start, n: start + n + 1, initial=0))
+    starts.pop()
+    return starts
 
 
 def column_to_index(line: str, character: int, encoding: str) -> int:

@@ -19,6 +19,7 @@ superseded anyway (their engine tokens would be wasted).
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections import deque
 
@@ -67,12 +68,15 @@ class Rhythm:
 def superseded_wait(gaps, engine_ms: float, hi: float) -> float:
     """The shortest wait ``w`` (0, or one of ``gaps`` below ``hi``) such that of the gaps longer than ``w`` (the
     keystrokes a request started after ``w`` is made for) at most ``RISK`` end before ``w + engine_ms`` (the
-    request's answer); ``hi`` if there is none."""
+    request's answer); ``hi`` if there is none. Counted by bisection in the sorted gaps (once per completion
+    request: the quadratic count was a tenth of the event loop at 50 clients)."""
     g = sorted(gaps)
+    n = len(g)
     for w in [0.0] + [x for x in g if x < hi]:
-        longer = [x for x in g if x > w]
+        after = bisect.bisect_right(g, w)             # g[after:] are the gaps longer than w
+        longer = n - after
         if not longer:
             return w
-        if sum(1 for x in longer if x < w + engine_ms) <= RISK * len(longer):
+        if max(0, bisect.bisect_left(g, w + engine_ms) - after) <= RISK * longer:
             return w
     return hi
