@@ -9,6 +9,12 @@ Why a ``Generation`` object and not just a function returning a string: the lang
 and answers later keystrokes from the same request when the user types what the model is writing. So the raw text
 so far, a way to wait for more of it, and the post-processing of any prefix of it are all public here.
 
+When the model writes nothing at all (it ends the middle or the line at once), one follow-up request may try again
+in the same ``Generation`` (``Settings.unhealed_retry``, ``Settings.next_line``): mid-word, without token healing
+(the healed prompt made the model re-type the partial word and end there); at the end of a finished line, the next
+line (the ghost text then starts with the newline, as Copilot's does). The ghost text of such a generation is the
+follow-up's, relative to the original cursor.
+
 Stopping a request: closing the engine's stream (cancelling the task that runs :meth:`Generation.run`) is what
 aborts the engine request; the engine sees exactly one abort for it (the Engine protocol: "closing the iterator
 aborts the request"), nobody calls ``engine.abort`` on top of it.
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -27,7 +34,8 @@ from .context.syntax import Trees
 from .engine import Engine, Request
 from .healing import heal_plan
 from .postprocess import postprocess
-from .prompt import TEMPLATES
+from .prompt import TEMPLATES, fim_prompt
+from .text import indentation
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,9 @@ class Settings:
     token_healing: bool = True      # back the prompt up to a token boundary at the cursor (completer.healing)
     heal_word: bool = True          # ...by the whole partial word, to where the prompt's tokens stay the same
                                     # (False: by the last token only, as guidance's token healing)
+    unhealed_retry: bool = True     # mid-word, a healed request that wrote nothing is asked again without healing
+    next_line: bool = True          # at the end of a finished line, a request that wrote nothing is asked for the
+                                    # next line (ghost text "\n" + indentation + that line)
 
 
 def resolve_template(template: str, engine: Engine) -> str:
@@ -86,35 +97,42 @@ class Generation:
         self.started = time.perf_counter()
         self.first_at: float | None = None  # when the first generated text arrived (TTFT = first_at - started)
         self.ended: float | None = None
+        self.settings, self.cache_key = settings, cache_key
+        self.follow_up: str | None = None  # "unhealed" / "next_line": the follow-up request whose text this is
+        self._lead = ""                    # text the ghost text starts with before the follow-up's (the newline)
+        self._ended_by_model = True        # the last stream ended by a stop (not the token limit)
         self._event = asyncio.Event()
 
     @property
     def done(self) -> bool:
         return self.finished or self.aborted or self.error is not None
 
-    def ghost(self, raw: str | None = None) -> str:
-        """The ghost text for ``raw`` (default: all the text so far), as ``completer.postprocess`` makes it."""
-        return postprocess(self.raw if raw is None else raw, self.plan)
+    def ghost(self, raw: str | None = None, skip: Sequence[str] = ()) -> str:
+        """The ghost text for ``raw`` (default: all the text so far), as ``completer.postprocess`` makes it (``skip``:
+        filters left out); after a next-line follow-up, the newline and indentation before it."""
+        text = postprocess(self.raw if raw is None else raw, self.plan, skip)
+        if not self._lead:
+            return text
+        # a next line must look like code: words, or a short closer (``}``); not a run of punctuation (``{{{{``)
+        body = text.strip()
+        return self._lead + text if body and (any(c.isalnum() for c in body) or len(body) <= 3) else ""
 
     async def run(self) -> str:
         """Stream the request to its end and return the ghost text. Cancelling the caller closes the stream,
         which aborts the engine request (once). An abort from inside the engine (restart, close) ends it with
-        CancelledError, as if the caller had been cancelled."""
+        CancelledError, as if the caller had been cancelled. When the model wrote nothing, at most two follow-up
+        requests (:meth:`next_request`) run in turn, each aborted the same way."""
         try:
-            async with contextlib.aclosing(self.engine.generate(self.request)) as stream:
-                async for chunk in stream:
-                    if self.first_at is None and (chunk.text or chunk.token_ids):
-                        self.first_at = time.perf_counter()
-                    self.raw += chunk.text
-                    self.tokens += len(chunk.token_ids) or (1 if chunk.text else 0)
-                    if chunk.finished:
-                        if chunk.finish_reason == "abort":
-                            self.aborted = True
-                            raise asyncio.CancelledError(f"engine aborted {self.request.request_id}")
-                        self.finished = True
-                    self._wake()
-                    if self.finished:
-                        break
+            await self._stream()
+            while self.finished and not self.raw.strip():
+                follow = self.next_request()
+                if follow is None:
+                    break
+                kind, plan, lead = follow
+                self.follow_up, self.plan, self._lead, self.raw, self.finished = kind, plan, lead, "", False
+                self.request = dataclasses.replace(self.request, request_id=f"{self.request.request_id}/{kind}",
+                                                   prompt=plan.prompt, stop=plan.stop, heal=plan.heal)
+                await self._stream()
         except asyncio.CancelledError:
             self.aborted = True
             raise
@@ -127,6 +145,54 @@ class Generation:
                 self.aborted = self.aborted or self.error is None
             self._wake()
         return self.ghost()
+
+    async def _stream(self) -> None:
+        async with contextlib.aclosing(self.engine.generate(self.request)) as stream:
+            async for chunk in stream:
+                if self.first_at is None and (chunk.text or chunk.token_ids):
+                    self.first_at = time.perf_counter()
+                self.raw += chunk.text
+                self.tokens += len(chunk.token_ids) or (1 if chunk.text else 0)
+                if chunk.finished:
+                    if chunk.finish_reason == "abort":
+                        self.aborted = True
+                        raise asyncio.CancelledError(f"engine aborted {self.request.request_id}")
+                    if chunk.finish_reason == "length":
+                        self._ended_by_model = False   # out of tokens: the model did not end, no follow-up
+                    self.finished = True
+                self._wake()
+                if self.finished:
+                    break
+
+    def next_request(self) -> tuple[str, PromptPlan, str] | None:
+        """The follow-up for a request that wrote nothing: (kind, its plan, the text before its ghost text), or None.
+
+        - ``unhealed`` (``Settings.unhealed_retry``): the cursor is inside a word and the prompt was healed: the
+          model re-typed the partial word and ended the middle there, which leaves the user mid-identifier with no
+          ghost text; the plain prompt (the word as typed) is asked instead.
+        - ``next_line`` (``Settings.next_line``): line mode at the end of a line with code on it and nothing after
+          the cursor: the model ended the line (its first text was the newline). The next line is asked for: the
+          prompt with a newline and the line's indentation after the cursor (healed over them, as an editor's
+          Enter would put them), and the ghost text is that newline, indentation and line.
+        """
+        plan, s = self.plan, self.settings
+        if self.follow_up == "next_line" or not self._ended_by_model:
+            return None
+        if self.follow_up is None and s.unhealed_retry and plan.heal and (plan.prefix[-1:].isalnum()
+                                                                          or plan.prefix[-1:] == "_"):
+            return "unhealed", dataclasses.replace(
+                plan, prompt=fim_prompt(plan.prefix, plan.suffix, plan.template, plan.context), heal=""), ""
+        line_before = plan.prefix[plan.prefix.rfind("\n") + 1:]
+        rest = plan.suffix.split("\n", 1)[0]
+        if s.next_line and plan.mode == "line" and "\n" in plan.stop and line_before.strip() and not rest.strip():
+            lead = "\n" + indentation(line_before)
+            prefix = plan.prefix + lead
+            nxt = dataclasses.replace(plan, prompt=fim_prompt(prefix, plan.suffix, plan.template, plan.context),
+                                      prefix=prefix, heal="")
+            if s.token_healing:
+                nxt = heal_plan(nxt, getattr(self.engine, "tokenizer", None), s.heal_word)
+            return "next_line", nxt, lead
+        return None
 
     @property
     def ttft_s(self) -> float | None:

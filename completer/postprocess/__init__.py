@@ -16,6 +16,7 @@ benchmark can report where ghost text goes wrong by kind. The ``Context`` is bui
 - ``cut_at_block_end``: block mode stops at the first line that dedents below the block or repeats the suffix;
 - ``trim_line_overlap``: no closing brackets/quotes or rest of line the editor already has;
 - ``drop_next_line_copy``: line mode: not a copy of the next line;
+- ``drop_previous_line_copy``: line mode on a fresh line: not a copy of the line above;
 - ``drop_empty_comment``: a bare comment marker (``#``, ``//``) is no completion;
 - ``strip_trailing_whitespace``: "" when nothing useful is left;
 - ``close_bracket_line``: ``{|}`` gets the closer on its own line;
@@ -38,7 +39,7 @@ from .indentation import indent_body, reindent_first_line
 from .language import cut_foreign_lines
 from .overlap import trim_line_overlap
 from .repetition import cut_repetition
-from .screen import block_on_new_line, drop_next_line_copy, drop_repeated_line_start
+from .screen import block_on_new_line, drop_next_line_copy, drop_previous_line_copy, drop_repeated_line_start
 
 Filter = Callable[[str, Context], str]
 
@@ -55,6 +56,7 @@ FILTERS: tuple[Filter, ...] = (
     cut_at_block_end,
     trim_line_overlap,
     drop_next_line_copy,
+    drop_previous_line_copy,
     drop_empty_comment,
     strip_trailing_whitespace,
     close_bracket_line,
@@ -66,6 +68,7 @@ KIND = {
     "drop_repeated_line_start": "screen", "one_line": "format", "block_on_new_line": "indentation",
     "reindent_first_line": "indentation", "indent_body": "indentation", "cut_foreign_lines": "language",
     "cut_at_block_end": "screen", "trim_line_overlap": "screen", "drop_next_line_copy": "screen",
+    "drop_previous_line_copy": "repetition",
     "drop_empty_comment": "format", "strip_trailing_whitespace": "format", "close_bracket_line": "indentation",
     "restore_crlf": "format",
 }

@@ -14,6 +14,7 @@ class Context:
     are pure functions of ``(text, Context)`` and a table test can build one directly."""
     line_before: str = ""         # the cursor's line up to the cursor
     rest: str = ""                # the cursor's line after the cursor
+    line_above: str = ""          # the line before the cursor's line (as far as the prompt has it)
     suffix: str = ""              # document text after the cursor (as far as the prompt has it)
     mode: str = "line"            # "line" | "block"
     indent: str = ""              # indentation of the block the completion goes into
@@ -25,7 +26,9 @@ class Context:
 
     @classmethod
     def from_plan(cls, plan: PromptPlan) -> "Context":
-        return cls(line_before=plan.prefix[plan.prefix.rfind("\n") + 1:],
+        start = plan.prefix.rfind("\n")
+        return cls(line_before=plan.prefix[start + 1:],
+                   line_above=plan.prefix[plan.prefix.rfind("\n", 0, max(start, 0)) + 1:max(start, 0)],
                    rest=plan.suffix.split("\n", 1)[0].rstrip("\r"), suffix=plan.suffix, mode=plan.mode,
                    indent=plan.indent, outer_indent=plan.outer_indent, language=plan.language,
                    block_closed=plan.block_closed, template=plan.template,

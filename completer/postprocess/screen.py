@@ -38,6 +38,18 @@ def drop_next_line_copy(text: str, ctx: Context) -> str:
     return text
 
 
+def drop_previous_line_copy(text: str, ctx: Context) -> str:
+    """Line mode on a fresh line (nothing but indentation before the cursor): a completion that makes the line a copy
+    of the line above (``Z_FINISH: 4,`` again right after ``Z_FINISH: 4,``) is the model repeating itself, no
+    completion. Short or punctuation-only lines (``}``, ``});``) do repeat in code and stay."""
+    if ctx.mode != "line" or "\n" in text or not ctx.on_blank_line:
+        return text
+    line = (ctx.line_before + text + ctx.rest).strip()
+    if len(line) > 3 and any(c.isalnum() for c in line) and line == ctx.line_above.strip():
+        return ""
+    return text
+
+
 def _opens_block(ctx: Context) -> bool:
     code = ctx.line_before.rstrip()
     return ctx.mode == "block" and bool(code.strip()) and code.endswith(":" if ctx.language == "python" else "{")

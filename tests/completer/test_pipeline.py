@@ -54,3 +54,92 @@ async def test_auto_template_is_the_engines_own(make_engine):
     with pytest.raises(ValueError, match="template"):
         pipeline.resolve_template("nonesuch", engine)
     await engine.close()
+
+
+# --- follow-ups when the model wrote nothing (bench/results/replay-*/README: the empty answers of the CPU replay) ---
+def _plan(prefix: str, suffix: str = "\n", mode: str = "line", heal: str = "", language: str = "javascript"):
+    from completer.context import PromptPlan
+    from completer.prompt import fim_prompt
+    return PromptPlan(prompt=fim_prompt(prefix[: len(prefix) - len(heal)], suffix, "house"), prefix=prefix,
+                      suffix=suffix, mode=mode, stop=("\n",) if mode == "line" else ("\n\n\n",), indent="",
+                      language=language, max_tokens=16, heal=heal)
+
+
+class _NoEngine:
+    """What ``next_request`` may read of an engine: its tokenizer (none here, so nothing is healed)."""
+    tokenizer = None
+
+
+@pytest.mark.parametrize("prefix,suffix,mode,heal,settings,want", [
+    ("    Z_OK", "\n}", "line", "OK", {}, "unhealed"),                         # mid-word, healed: ask unhealed
+    ("    Z_OK", "\n}", "line", "OK", {"unhealed_retry": False}, "next_line"),  # ...switched off: the line end
+    ("    Z_OK: 0,", "\n}", "line", ",", {}, "next_line"),                     # end of a finished line
+    ("    Z_OK: 0,", "\n}", "line", ",", {"next_line": False}, None),
+    ("    Z_OK: 0,", " // x\n}", "line", ",", {}, None),                       # text after the cursor: no next line
+    ("    ", "\n}", "line", "", {}, None),                                     # a blank line: nothing to follow
+    ("    Z_OK: 0,", "\n}", "block", ",", {}, None),                           # block mode has its own newlines
+    ("    Z_O", "\n}", "line", "", {}, "next_line"),                           # not healed: no unhealed retry
+])
+def test_follow_up_request_when_the_model_wrote_nothing(prefix, suffix, mode, heal, settings, want):
+    s = pipeline.Settings(template="house", **settings)
+    gen = pipeline.Generation(_NoEngine(), _plan(prefix, suffix, mode, heal), "r", s)
+    got = gen.next_request()
+    assert (got and got[0]) == want
+    if want == "next_line":
+        kind, plan, lead = got
+        assert lead == "\n    " and plan.prefix == prefix + "\n    " and plan.heal == ""
+        from completer.prompt import fim_prompt
+        assert plan.prompt == fim_prompt(prefix + "\n    ", suffix, "house") and plan.mode == "line"
+    if want == "unhealed":
+        assert got[1].heal == "" and got[1].prefix == prefix and got[2] == ""
+
+
+def test_next_line_ghost_starts_with_the_newline_and_must_look_like_code():
+    gen = pipeline.Generation(_NoEngine(), _plan("    Z_OK: 0,"), "r", pipeline.Settings(template="house"))
+    kind, plan, lead = gen.next_request()
+    gen.plan, gen._lead = plan, lead
+    assert gen.ghost("Z_BLOCK: 5,") == "\n    Z_BLOCK: 5,"
+    assert gen.ghost("Z_OK: 0,") == ""                       # the line just written, again (drop_previous_line_copy)
+    assert gen.ghost("{{{{{{{{{{{{") == ""                   # a run of punctuation is no next line
+    assert gen.ghost("}") == "\n    }"                       # a short closer is
+    assert gen.ghost("") == ""
+
+
+def _trace_document(name: str, line_end: str) -> tuple[str, int]:
+    """(document, cursor) of the replay trace ``name`` at the first keystroke after which the cursor's line ends in
+    ``line_end``, as ``bench.replay`` sends it."""
+    from pathlib import Path
+
+    from bench import trace as tr
+    t = tr.load(Path(__file__).parents[2] / "bench" / "traces" / f"{name}.jsonl")
+    text = t.header.text
+    for ev in t.events:
+        if ev.edit is not None:
+            text, off = tr.apply_edit(text, ev.edit)
+            if text[text.rfind("\n", 0, off) + 1:off].endswith(line_end):
+                return text, off
+    raise AssertionError(f"{line_end!r} never typed in {name}")
+
+
+@pytest.mark.parametrize("trace,line_end,want", [
+    ("javascript-constants", "Z_OK: 0,", "\n    Z_"),         # the next constant (greedy: Z_FINISH: 3,)
+    ("javascript-constants", "Z_FINISH: 4,", ""),             # the next line it writes is Z_FINISH: 4, again: none
+])
+async def test_house_model_at_a_finished_line_end_shows_the_next_line(house_engine, trace, line_end, want):
+    """Keystrokes of the javascript-constants trace where the house model (v1) ends the line at once: the follow-up
+    asks for the next line, whose ghost text starts with the newline and the line's indentation; a copy of the line
+    just written is no next line."""
+    engine = house_engine(model="house:target", draft=None, speculation="none")
+    doc, off = _trace_document(trace, line_end)
+    src = SourceFile("file:///bench/constants.js", "javascript", doc)
+    s = pipeline.Settings(max_tokens=32)
+    alone = pipeline.Generation(engine, pipeline.plan(src, off, engine, s), "a",
+                                pipeline.Settings(max_tokens=32, next_line=False, unhealed_retry=False))
+    assert await alone.run() == "" and alone.finished and alone.follow_up is None   # the model ends the line
+    gen = pipeline.Generation(engine, pipeline.plan(src, off, engine, s), "b", s)
+    text = await gen.run()
+    assert gen.follow_up == "next_line" and gen.finished and not gen.aborted
+    assert text.startswith(want) and "\n" not in text[1:]
+    if want:
+        assert text[len(want):].strip()
+    await engine.close()

@@ -133,6 +133,15 @@ TABLES = {
         ("y = 1", Context(line_before="    ", suffix="\n    return y\n"), "y = 1"),
         ("return y", Context(line_before="    ", suffix="\n    return y\n", mode="block"), "return y"),
     ],
+    "drop_previous_line_copy": [
+        ("Z_FINISH: 4,", Context(line_before="    ", line_above="    Z_FINISH: 4,", language="javascript"), ""),
+        ("Z_BLOCK: 5,", Context(line_before="    ", line_above="    Z_FINISH: 4,", language="javascript"),
+         "Z_BLOCK: 5,"),
+        ("}", Context(line_before="  ", line_above="  }", language="c"), "}"),            # closers do repeat
+        ("});", Context(line_before="  ", line_above="  });", language="javascript"), "});"),
+        ("x = 1", Context(line_before="x", line_above="xx = 1", language="python"), "x = 1"),  # code before
+        ("x = 1", Context(line_before="    ", line_above="    x = 1", mode="block"), "x = 1"),
+    ],
     "drop_empty_comment": [
         ("#", Context(line_before="    ", language="python"), ""),          # a blank line's bare marker
         ("  //  ", Context(line_before="\t", language="go"), ""),
@@ -178,3 +187,17 @@ def test_trace_names_each_step_and_skip_leaves_one_out():
     assert [n for n, _ in steps] == ["raw"] + [f.__name__ for f in pp.FILTERS]
     assert steps[-1][1] == "return x"
     assert pp.postprocess("   return x", plan, skip={"reindent_first_line"}) == "   return x"
+
+
+def test_context_line_above_from_plan():
+    from completer.context import PromptPlan
+    plan = PromptPlan(prompt="", prefix="a = 1\n    b = 2\n    ", suffix="\n", mode="line", stop=("\n",), indent="    ",
+                      language="python", max_tokens=8)
+    ctx = Context.from_plan(plan)
+    assert (ctx.line_before, ctx.line_above) == ("    ", "    b = 2")
+    first = PromptPlan(prompt="", prefix="x = ", suffix="", mode="line", stop=(), indent="", language="python",
+                       max_tokens=8)
+    assert Context.from_plan(first).line_above == ""
+    second = PromptPlan(prompt="", prefix="x\ny", suffix="", mode="line", stop=(), indent="", language="python",
+                        max_tokens=8)
+    assert Context.from_plan(second).line_above == "x"
