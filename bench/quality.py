@@ -345,7 +345,8 @@ async def _run_config(name: str, engine_cfg: dict, engine_only: dict, pipe: dict
             except Exception as e:  # noqa: BLE001 -- one position failing is a result, not the end of the run
                 error = f"{type(e).__name__}: {e}"
             ms = (time.perf_counter() - t0) * 1000
-            ghosts = {v: postprocessed(gen.raw, plan, skip) for v, skip in variants.items()}
+            # gen.ghost: the pipeline's own post-processing of its text (after a follow-up request, the follow-up's)
+            ghosts = {v: gen.ghost(skip=skip) for v, skip in variants.items()}
             stored = {"all": ghosts["all"], **{v: g for v, g in ghosts.items() if g != ghosts["all"]}}
             records.append({"i": i, "raw": gen.raw, "tokens": gen.tokens, "ms": ms, "error": error,
                             "mode": plan.mode, "ghost": stored,      # variants whose text differs from "all"

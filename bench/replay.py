@@ -194,6 +194,8 @@ class Replayer:
                 rec.update(status="shown", ghost=text, latency_ms=rec["answer_ms"])
             else:
                 rec["status"] = "empty"
+        else:                             # a late answer (not shown): what it was, for bench.why
+            rec["late_ghost"] = text or ""
 
 
 def right(ghost: str, before: str, final: str) -> bool:
