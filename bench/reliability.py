@@ -242,6 +242,7 @@ async def run_load(opts: dict, extra: list[str], clients: int, duration: float, 
         await mon.initialize(opts, **load_settings())
         await mon.wait_ready(300)
         rss0 = server.rss_kib()
+        cpu0 = server_cpu_s(server.proc.pid)
         loop = asyncio.get_running_loop()
         t_start = loop.time()
         until = t_start + duration
@@ -261,6 +262,7 @@ async def run_load(opts: dict, extra: list[str], clients: int, duration: float, 
                                 - e["requests_aborted"], "sent": res["sent"],
                                 "supervisor_inflight": (e.get("supervisor") or {}).get("inflight")})
                 bar.update(min(int(duration), int(loop.time() - t_start)) - bar.n)
+        cpu1 = server_cpu_s(server.proc.pid)
         for t in tasks:
             if t.exception():
                 res["errors"][f"client crashed: {t.exception()!r}"[:100]] += 1
@@ -288,7 +290,33 @@ async def run_load(opts: dict, extra: list[str], clients: int, duration: float, 
             "engine_after": {k: e[k] for k in ("requests_started", "requests_finished", "requests_aborted",
                                                 "generated_tokens", "wasted_tokens")},
             "engine_left_running": e["requests_started"] - e["requests_finished"] - e["requests_aborted"],
-            "supervisor": e.get("supervisor"), "samples": samples, "latencies": lat}
+            "supervisor": e.get("supervisor"), "samples": samples, "latencies": lat,
+            "server_cpu": cpu_figures(cpu0, cpu1, res["sent"])}
+
+
+def server_cpu_s(pid: int) -> dict | None:
+    """CPU seconds (user + system) the server process has used, in all and in its main thread (the event loop,
+    which the engine's model steps do not run in): /proc, Linux only (None elsewhere)."""
+    def stat(path: str) -> float:
+        fields = Path(path).read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")     # utime + stime
+    try:
+        return {"process": stat(f"/proc/{pid}/stat"), "main_thread": stat(f"/proc/{pid}/task/{pid}/stat")}
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_figures(before: dict | None, after: dict | None, requests: int) -> dict | None:
+    """The server's CPU over the load (from the clients' start to their end), in all and per completion request
+    sent (each with its didChange): the cost of a keystroke to the server."""
+    if before is None or after is None:
+        return None
+    out = {}
+    for k in ("process", "main_thread"):
+        used = after[k] - before[k]
+        out[f"{k}_s"] = round(used, 2)
+        out[f"{k}_ms_per_request"] = round(used * 1000 / requests, 3) if requests else None
+    return out
 
 
 def sysconfig_stdlib() -> str:
@@ -524,6 +552,10 @@ def write_md(r: dict, path: Path) -> None:
               row("every message (answered, superseded or busy): median / p95 / max (ms); over 1 s",
                   lambda L: " / ".join(fmt((L.get("any_ms") or {}).get(k)) for k in ("median", "p95", "max"))
                   + f"; {(L.get('any_ms') or {}).get('over_1s')}"),
+              row("server CPU during the load: process / main thread (event loop) s; per request sent (ms)",
+                  lambda L: "–" if not L.get("server_cpu") else
+                  f"{L['server_cpu']['process_s']} / {L['server_cpu']['main_thread_s']}; "
+                  f"{L['server_cpu']['process_ms_per_request']} / {L['server_cpu']['main_thread_ms_per_request']}"),
               row("server RSS before / max / last (MiB)", lambda L: " / ".join(
                   fmt(L["rss_mib"][k]) for k in ("before", "max", "last"))),
               row("engine requests not yet reaped (started - finished - aborted), max of 1 s samples",
