@@ -55,6 +55,7 @@ CONFIGS: dict[str, dict] = {
 # today's lifecycle unless a configuration turns an issue-13 mechanism on (the server's defaults may differ)
 BASE_OPTIONS = {"maxTokens": 32, "debounceMs": 30, "reuseInFlight": False, "earlyAnswer": False,
                 "adaptiveDebounce": False}
+SERVER_CMD = "serverCmd"  # in a --config: this configuration's server command (e.g. another checkout's)
 DRAIN_S = 20.0          # after a trace, wait at most this long for answers still outstanding
 
 
@@ -226,7 +227,11 @@ def counters_diff(before: dict | None, after: dict | None) -> dict:
 
 
 async def run_config(name: str, options: dict, traces: list[tuple[str, tr.Trace]], args, tick) -> dict:
-    server = Server(args.transport, args.server_cmd, args.connect)
+    # a configuration may run its own server command ("serverCmd", not sent to the server): two checkouts of the
+    # server (a base commit and a change) interleaved round by round in one run, so the machine's load hits both alike
+    options = dict(options)
+    server_cmd = options.pop(SERVER_CMD, None) or args.server_cmd
+    server = Server(args.transport, server_cmd, args.connect)
     client = await server.start()
     try:
         await client.call("initialize", {
@@ -243,7 +248,7 @@ async def run_config(name: str, options: dict, traces: list[tuple[str, tr.Trace]
         after = await client.call("completer/stats", {})
     finally:
         await server.stop(client)
-    return {"name": name, "options": options, "engine_ready_s": ready_s, "traces": per_trace,
+    return {"name": name, "options": options, "server_cmd": server_cmd, "engine_ready_s": ready_s, "traces": per_trace,
             "server": counters_diff(before.get("server"), after.get("server")),
             "engine": counters_diff(before.get("engine"), after.get("engine")),
             "engine_config": (after.get("config") or {}).get("engine"), "messages": client.messages[-20:]}
@@ -310,7 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--connect", help="ws://HOST:PORT of a running server (one connection per configuration)")
     ap.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, from {', '.join(CONFIGS)}")
     ap.add_argument("--config", action="append", metavar="NAME=JSON",
-                    help="an extra configuration: initialization options merged over the base")
+                    help="an extra configuration: initialization options merged over the base; a \"serverCmd\" key "
+                         "gives it its own server command (e.g. 'cd /tmp/base && exec python -m lsp.server --stdio' "
+                         "in sh -c), so two checkouts can be interleaved")
     ap.add_argument("--engine", action="append", metavar="KEY=VALUE", help="engine setting for every configuration")
     ap.add_argument("--option", action="append", metavar="KEY=JSON", help="server option for every configuration")
     ap.add_argument("--speed", type=float, default=1.0, help="replay this many times faster than the trace")

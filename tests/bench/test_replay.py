@@ -86,6 +86,17 @@ async def test_websocket_transport(tiny_options):
     assert res["server"]["requests_received"] == 2
 
 
+async def test_a_configuration_may_run_its_own_server_command(tiny_options):
+    """serverCmd (two checkouts interleaved in one run): the configuration's server is started with it, and the key
+    is not sent to the server (which refuses unknown options)."""
+    cmd = f"{sys.executable} -m lsp.server --log-level WARNING --stdio"
+    res = await _run(_options(tiny_options, serverCmd=cmd), _trace("ab"))
+    assert res["server_cmd"] == cmd and "serverCmd" not in res["options"]
+    assert res["server"]["requests_received"] == 2
+    with pytest.raises(Exception):
+        await _run(_options(tiny_options, serverCmd="sh -c 'exit 3'"), _trace("ab"))
+
+
 def test_cli_rejects_unknown_configuration(capsys):
     with pytest.raises(SystemExit, match="unknown configuration"):
         asyncio.run(replay.amain(replay.build_parser().parse_args(["--configs", "bogus"])))
