@@ -58,8 +58,9 @@ def pack(src: str | Path, dst: str | Path, bits: int = 4, embed_bits: int = 8, g
          tokenizer_from: str | None = None) -> dict:
     """Write the packed copy of model folder ``src`` into ``dst``; returns the config's quant entry.
 
-    ``tokenizer_from`` (a folder relative to ``dst``, e.g. ``../target``): leave the tokenizer files out and take
-    them from there when the folder is dequantised (the pair shares one tokenizer; half a MB saved)."""
+    ``tokenizer_from`` (a folder relative to ``dst``, e.g. ``../target``, or a model spec such as ``gguf:smollm2``
+    that ``resolve_model`` turns into a folder): leave the tokenizer files out and take them from there when the
+    folder is dequantised (the pair shares one tokenizer; half a MB saved for house v2, 3.5 MB for SmolLM2's)."""
     from safetensors.torch import load_file, save_file
 
     src, dst = Path(src), Path(dst)
@@ -123,17 +124,34 @@ def materialise(folder: str | Path, root: str | Path | None = None) -> Path:
     from .gguf import building, cache_root
 
     folder = Path(folder)
-    digest = hashlib.sha1((folder / QUANT_FILE).read_bytes()).hexdigest()[:16]
+    tokenizer = _tokenizer_source(folder)          # resolved first: a missing target is an error, not a half folder
+    h = hashlib.sha1((folder / QUANT_FILE).read_bytes())
+    if tokenizer is not None and not tokenizer.resolve().is_relative_to(folder.parent.resolve()):
+        h.update(str(tokenizer.resolve()).encode())   # another model's tokenizer (its cache folder names its version)
+    digest = h.hexdigest()[:16]
     out = Path(root or cache_root()) / f"quant-{folder.parent.name}-{folder.name}-{digest}"
     if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
         return out
     with building(out, f"the dequantised model for {folder}", FileNotFoundError) as tmp:
-        _write_dequantised(folder, tmp)
+        _write_dequantised(folder, tmp, tokenizer)
     return out
 
 
-def _write_dequantised(folder: Path, tmp: Path) -> None:
-    """The files of packed ``folder`` as an ordinary model folder in ``tmp``: float32 weights, its other files."""
+def _tokenizer_source(folder: Path) -> Path | None:
+    """Where packed ``folder`` takes its tokenizer files from (``tokenizer_from``): a folder relative to it, or the
+    folder of a model spec (``gguf:smollm2``: FileNotFoundError naming the package when it is not installed)."""
+    shared = json.loads((folder / "config.json").read_text())[KEY].get("tokenizer_from")
+    if not shared:
+        return None
+    if ":" in shared:
+        from . import resolve_model
+        return resolve_model(shared)
+    return folder / shared
+
+
+def _write_dequantised(folder: Path, tmp: Path, tokenizer: Path | None = None) -> None:
+    """The files of packed ``folder`` as an ordinary model folder in ``tmp``: float32 weights, its other files, the
+    tokenizer files from ``tokenizer`` (see ``_tokenizer_source``)."""
     from safetensors.torch import save_file
 
     save_file({k: v.contiguous() for k, v in dequantised_state(folder).items()}, str(tmp / "model.safetensors"),
@@ -142,14 +160,14 @@ def _write_dequantised(folder: Path, tmp: Path) -> None:
         if p.is_file() and p.name not in (QUANT_FILE, "config.json"):
             shutil.copy2(p, tmp / p.name)
     cfg = json.loads((folder / "config.json").read_text())
-    shared = cfg[KEY].get("tokenizer_from")
-    if shared:
+    if tokenizer is not None:
         for name in TOKENIZER_FILES:
-            if (folder / shared / name).is_file() and not (tmp / name).exists():
-                shutil.copy2(folder / shared / name, tmp / name)
+            if (tokenizer / name).is_file() and not (tmp / name).exists():
+                shutil.copy2(tokenizer / name, tmp / name)
     cfg["completer_dequantised_from"] = {"folder": str(folder.resolve()), **cfg.pop(KEY)}
     cfg["torch_dtype"] = "float32"
-    cfg["completer_house"] = True          # the cache folder is no longer under HOUSE_DIR: keep the house template
+    if "completer_template" not in cfg:    # the cache folder is no longer under HOUSE_DIR: keep the house template
+        cfg["completer_house"] = True
     (tmp / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
 
 

@@ -5,7 +5,16 @@
     completer train --preset h200 --corpus .corpus/train.jsonl.xz --tokenizer .corpus/tokenizer ...   # v2
 
 ``--corpus`` takes an archive made by ``python -m completer.models.corpus build`` (several languages, from the
-committed manifest; what v2 was trained on) instead of this machine's Python files. ``--checkpoint-minutes`` saves
+committed manifest; what v2 was trained on) instead of this machine's Python files; given several times (``python``
+naming this machine's Python train split), each source gives up to ``--corpus-mb``.
+
+``--draft-for TARGET`` trains only a draft for someone else's target (``gguf:smollm2``, a .gguf file or a folder
+with its config.json and tokenizer.json): the target's tokenizer, left-to-right cross-entropy, the target never
+loaded (``completer.models.draft_for`` says why and how); it writes OUT/draft/ and, with ``--heldout``, the held-out
+cross-entropy per language into train_meta.json:
+
+    completer train --draft-for gguf:smollm2 --preset h200 --corpus .corpus/train.jsonl.xz --corpus python \
+        --heldout .corpus/heldout.jsonl.xz --out runs/smollm2-draft ``--checkpoint-minutes`` saves
 the pair during training and ``--archive`` writes the output folder as a tar in parts of at most 15 MiB after each
 save (for a device whose returned files are size-limited).
 
@@ -111,11 +120,17 @@ def write_archive(folder: Path, dest: str | Path, part_bytes: int = 15 * 2**20) 
     return parts
 
 
-def corpus_texts(archive: str | None, max_bytes: int) -> list[str]:
-    """Train texts: from a corpus archive (``--corpus``), else this machine's Python train split (v1)."""
-    if archive:
-        return [t for _, _, t in corpus.read_archive(archive, max_bytes)]
-    return [t for _, t in corpus.iter_texts("train", max_bytes)]
+def corpus_texts(archives: list[str] | str | None, max_bytes: int) -> list[str]:
+    """Train texts: from each corpus archive (``--corpus``; ``python``: this machine's Python train split), up to
+    ``max_bytes`` each; with none, this machine's Python train split (v1)."""
+    archives = [archives] if isinstance(archives, str) else list(archives or [])
+    if not archives:
+        return [t for _, t in corpus.iter_texts("train", max_bytes)]
+    out: list[str] = []
+    for a in archives:
+        out += ([t for _, t in corpus.iter_texts("train", max_bytes)] if a == "python" else
+                [t for _, _, t in corpus.read_archive(a, max_bytes)])
+    return out
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):
@@ -150,8 +165,21 @@ def main(argv: list[str] | None = None) -> int:
                                                     f"{_per_preset('corpus_mb')})")
     ap.add_argument("--batch", type=int, help=f"sequences per step (default: the preset's: {_per_preset('batch')})")
     ap.add_argument("--max-steps", type=int, help="stop after this many steps (smoke tests)")
-    ap.add_argument("--corpus", help="train on this archive (python -m completer.models.corpus build) instead of "
-                                     "this machine's Python files")
+    ap.add_argument("--corpus", action="append",
+                    help="train on this archive (python -m completer.models.corpus build) instead of this machine's "
+                         "Python files; repeat for several (each up to --corpus-mb; 'python' = this machine's "
+                         "Python train split)")
+    ap.add_argument("--draft-for", metavar="TARGET",
+                    help="train only a draft for TARGET (gguf:smollm2, a .gguf file, or a folder with config.json "
+                         "and tokenizer.json): its tokenizer, plain left-to-right cross-entropy, no FIM, no "
+                         "distillation (the target is not loaded)")
+    ap.add_argument("--draft-hidden", type=int, default=96, help="--draft-for: the draft's width")
+    ap.add_argument("--draft-layers", type=int, default=4, help="--draft-for: the draft's layers")
+    ap.add_argument("--seq-len", type=int, help=f"tokens per training window (default: the preset's: "
+                                                f"{_per_preset('seq_len')})")
+    ap.add_argument("--heldout", help="--draft-for: a held-out archive; its cross-entropy per language (and this "
+                                      "machine's Python held-out split's, with --corpus python) goes into "
+                                      "train_meta.json")
     ap.add_argument("--checkpoint-minutes", type=float, help="also save the pair every this many minutes of training")
     ap.add_argument("--archive", help="after each save, write the output folder as ARCHIVE.part0, .part1... "
                                       "(an uncompressed tar in parts of at most 15 MiB)")
@@ -160,13 +188,21 @@ def main(argv: list[str] | None = None) -> int:
                          "stops early so the checkpoints are written inside it")
     args = ap.parse_args(argv)
     p = PRESETS[args.preset]
-    p = replace(p, corpus_mb=args.corpus_mb or p.corpus_mb, batch=args.batch or p.batch)
+    p = replace(p, corpus_mb=args.corpus_mb or p.corpus_mb, batch=args.batch or p.batch,
+                seq_len=args.seq_len or p.seq_len)
     minutes = args.minutes if args.minutes is not None else p.minutes
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
     random.seed(args.seed), np.random.seed(args.seed), torch.manual_seed(args.seed)
     out = Path(args.out).resolve()
     t0 = time.time()
+    if args.draft_for:
+        print(f"output folder: {out} (draft/, train_meta.json)", flush=True)
+        try:
+            return _train_draft_for(args, argv, p, minutes, device, out, t0)
+        except KeyboardInterrupt:
+            print(f"\ninterrupted before training: nothing saved in {out}", flush=True)
+            return 130
     print(f"output folder: {out} (target/, draft/, tokenizer/, train_meta.json)", flush=True)
 
     if args.tokenizer:
@@ -268,10 +304,112 @@ def _train(args, argv, p: Preset, minutes: float, device, out: Path, t0: float, 
     return 0
 
 
+def _train_draft_for(args, argv, p: Preset, minutes: float, device, out: Path, t0: float) -> int:
+    """``--draft-for``: the draft alone, for another model's vocabulary (see completer.models.draft_for)."""
+    from . import draft_for
+
+    target = draft_for.target_folder(args.draft_for)
+    tok = load_tokenizer(target)
+    sep = draft_for.separator_id(tok, target)
+    sources = args.corpus or [draft_for.LOCAL_PYTHON]
+    print(f"target {args.draft_for}: tokenizer from {target} ({tok.get_vocab_size()} ids); reading up to "
+          f"{p.corpus_mb} MB from each of {', '.join(sources)} ...", flush=True)
+    files = draft_for.corpus_files(sources, int(p.corpus_mb * 1e6))
+    random.Random(args.seed).shuffle(files)
+    stream = draft_for.encode_plain(files, tok, sep)
+    data = torch.from_numpy(pack(stream, p.seq_len).astype(np.int64))
+    if len(data) == 0:
+        raise SystemExit(f"corpus too small: {len(stream)} tokens do not fill one {p.seq_len}-token window")
+    by_lang: dict[str, float] = {}
+    for _, lang, text in files:
+        by_lang[lang] = by_lang.get(lang, 0) + len(text) / 1e6
+    print(f"{len(files)} files ({', '.join(f'{k} {v:.1f} MB' for k, v in sorted(by_lang.items()))}), "
+          f"{len(stream) / 1e6:.1f}M tokens, {len(data)} windows of {p.seq_len} ({time.time() - t0:.0f}s)", flush=True)
+
+    cfg = draft_for.draft_config(target, args.draft_hidden, args.draft_layers)
+    vocab = cfg.vocab_size
+    if int(stream.max()) >= vocab:
+        raise SystemExit(f"the tokenizer in {target} writes ids up to {int(stream.max())}, past the target's "
+                         f"vocab_size {vocab}")
+    draft = LlamaForCausalLM(cfg).to(device)
+    draft.init_weights(args.seed + 1)
+    draft.train()
+    opt_d = torch.optim.AdamW(draft.parameters(), lr=p.draft_lr, betas=(0.9, 0.95), weight_decay=0.1,
+                              fused=device.type == "cuda")
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    gen = torch.Generator().manual_seed(args.seed)
+    if device.type == "cuda":
+        data = data.to(device)
+        torch.backends.cuda.matmul.allow_tf32 = True
+
+    def make_meta(step, tokens, first, last, interrupted: bool, checkpoint: bool = False) -> dict:
+        return {
+            "command": "completer train " + " ".join(argv if argv is not None else __import__("sys").argv[1:]),
+            "mode": "draft-for", "draft_for": args.draft_for, "preset": args.preset, "preset_values": asdict(p),
+            "minutes": minutes, "seed": args.seed, "objective": "next-token cross-entropy, left to right, "
+            "files as '<comment> <name>:' + text, separated by id %d; no FIM, no distillation" % sep,
+            "device": torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor() or "cpu",
+            "torch": torch.__version__, "steps": step or 0, "tokens_seen": tokens or 0,
+            "train_tokens": int(len(stream)), "train_files": len(files),
+            "train_mb_by_language": {k: round(v, 2) for k, v in sorted(by_lang.items())},
+            "loss_first_draft": first, "final_loss_draft_ce": last, "interrupted": interrupted,
+            "checkpoint": checkpoint, "corpus": sources, "config": cfg.to_hf(),
+            "params_draft": sum(q.numel() for q in draft.parameters()),
+            "params_draft_embedding": draft.model.embed_tokens.weight.numel(),
+            "seconds_total": time.time() - t0, "seconds_training": time.time() - start,
+        }
+
+    def checkpoint(progress: dict) -> None:
+        meta = make_meta(*(progress.get(k) for k in ("step", "tokens", "first_t", "ema_d")), False, True)
+        draft_for.save_draft(out / "draft", draft, target, meta)
+        if args.archive:
+            write_archive(out, args.archive)
+        tqdm.write(f"checkpoint at step {meta['steps']} ({meta['seconds_training']:.0f}s): {out}")
+
+    budget = minutes * 60
+    reserve = 20 + (40 if args.heldout else 0)          # saving, and the held-out evaluation after training
+    if args.total_minutes is not None:
+        budget = max(1.0, min(budget, args.total_minutes * 60 - (time.time() - t0) - reserve))
+    start = time.time()
+    bar = tqdm(total=int(budget), unit="s", desc="train draft", bar_format="{l_bar}{bar}| {n}/{total}s {postfix}")
+    interrupted = False
+    progress: dict = {}
+    try:
+        step, tokens, first, _, last = _loop(args, p, budget, start, data, device, vocab, None, draft, None, opt_d,
+                                             amp, gen, bar, progress, checkpoint)
+    except KeyboardInterrupt:
+        interrupted = True
+        step, tokens, first, last = (progress.get(k) for k in ("step", "tokens", "first_t", "ema_d"))
+    bar.n = int(min(budget, time.time() - start))
+    bar.close()
+    draft.eval()
+    meta = make_meta(step, tokens, first, last, interrupted)
+    draft_for.save_draft(out / "draft", draft, target, meta)
+    if args.archive:
+        write_archive(out, args.archive)
+    if args.heldout and not interrupted:
+        t1 = time.time()
+        groups = draft_for.heldout_groups(args.heldout, draft_for.LOCAL_PYTHON in sources, 0.3)
+        with amp:
+            meta["heldout"] = draft_for.heldout_ce(draft, tok, sep, groups, device, seq_len=min(1024, p.seq_len))
+        meta["heldout_seconds"] = time.time() - t1
+        (out / "train_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        if args.archive:
+            write_archive(out, args.archive)
+    print(json.dumps(meta, indent=2), flush=True)
+    if interrupted:
+        print(f"interrupted at step {step or 0}: the draft as it was is saved in {out / 'draft'} (with the "
+              f"target's tokenizer), the run's details in {out / 'train_meta.json'}", flush=True)
+        return 130
+    print(f"saved: {out / 'draft'} (use it with --model {args.draft_for} --draft {out / 'draft'})", flush=True)
+    return 0
+
+
 def _loop(args, p: Preset, budget: float, start: float, data, device, vocab: int, target, draft, opt_t, opt_d, amp,
           gen, bar, progress: dict, checkpoint=None):
     """The training steps until the budget (or --max-steps) is spent; ``progress`` holds the latest counters so that
-    an interrupted run still reports them."""
+    an interrupted run still reports them. ``target`` None (``--draft-for``): the draft alone, cross-entropy only,
+    and the returned first/last losses are the draft's (``ema_t`` None)."""
     step = tokens = 0
     ema_t = ema_d = first_t = None
     win_t = win_d = torch.zeros((), device=device)
@@ -281,21 +419,27 @@ def _loop(args, p: Preset, budget: float, start: float, data, device, vocab: int
     while (elapsed := time.time() - start) < budget and (args.max_steps is None or step < args.max_steps):
         frac = elapsed / budget
         for opt, base in ((opt_t, p.lr), (opt_d, p.draft_lr)):
-            for g in opt.param_groups:
+            for g in (opt.param_groups if opt is not None else ()):
                 g["lr"] = lr_at(frac, base)
         idx = torch.randint(len(data), (p.batch,), generator=gen).to(data.device)
         w = data[idx].to(device, non_blocking=True)
         x, y = w[:, :-1], w[:, 1:]
         with amp:
-            lt = target(x)                                                    # [B,T,V]
-            loss_t = F.cross_entropy(lt.float().view(-1, vocab), y.reshape(-1))
-            ld = draft(x)
-            logq = F.log_softmax(ld.float(), -1)
-            ce_d = F.nll_loss(logq.view(-1, vocab), y.reshape(-1))
-            pt = F.softmax(lt.detach().float(), -1)
-            kd = (pt * (torch.log(pt.clamp_min(1e-9)) - logq)).sum(-1).mean()
-            loss_d = (1 - p.kd_weight) * ce_d + p.kd_weight * kd
+            if target is None:                                                # --draft-for: cross-entropy alone
+                loss_t = torch.zeros((), device=device)
+                loss_d = ce_d = F.cross_entropy(draft(x).float().view(-1, vocab), y.reshape(-1))
+            else:
+                lt = target(x)                                                # [B,T,V]
+                loss_t = F.cross_entropy(lt.float().view(-1, vocab), y.reshape(-1))
+                ld = draft(x)
+                logq = F.log_softmax(ld.float(), -1)
+                ce_d = F.nll_loss(logq.view(-1, vocab), y.reshape(-1))
+                pt = F.softmax(lt.detach().float(), -1)
+                kd = (pt * (torch.log(pt.clamp_min(1e-9)) - logq)).sum(-1).mean()
+                loss_d = (1 - p.kd_weight) * ce_d + p.kd_weight * kd
         for loss, model, opt in ((loss_t, target, opt_t), (loss_d, draft, opt_d)):
+            if model is None:
+                continue
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -308,18 +452,21 @@ def _loop(args, p: Preset, budget: float, start: float, data, device, vocab: int
             ema_t, ema_d = (win_t / win_n).item(), (win_d / win_n).item()   # mean over the last window
             win_t = win_d = torch.zeros((), device=device)
             win_n = 0
+            if target is None:
+                ema_t = None
             if first_t is None:
-                first_t = ema_t
+                first_t = ema_t if target is not None else ema_d
             now = time.time() - start
             bar.n = int(now)
-            bar.set_postfix_str(f"step {step} loss target {ema_t:.3f} draft {ema_d:.3f} tok {tokens / 1e6:.0f}M "
+            losses = f"target {ema_t:.3f} draft {ema_d:.3f}" if target is not None else f"draft {ema_d:.3f}"
+            bar.set_postfix_str(f"step {step} loss {losses} tok {tokens / 1e6:.0f}M "
                                 f"ETA {_eta(now, budget, step, args.max_steps)}")
         progress.update(step=step, tokens=tokens, first_t=first_t, ema_t=ema_t, ema_d=ema_d)
-        if checkpoint is not None and time.time() - start >= next_save and ema_t is not None:
+        if checkpoint is not None and time.time() - start >= next_save and ema_d is not None:
             checkpoint(progress)
             next_save += every
     if win_n:
-        ema_t, ema_d = (win_t / win_n).item(), (win_d / win_n).item()
+        ema_t, ema_d = (win_t / win_n).item() if target is not None else None, (win_d / win_n).item()
     return step, tokens, first_t, ema_t, ema_d
 
 
