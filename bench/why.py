@@ -86,8 +86,7 @@ async def classify(raw: dict, cfg: dict, traces: dict[str, tr.Trace], max_tokens
     import dataclasses
     fields = {f.name for f in dataclasses.fields(pipeline.Settings)}
     # the first request alone (what the reason is about); the follow-ups, where this pipeline has them, separately
-    settings = pipeline.Settings(max_tokens=max_tokens, **{k: False for k in ("unhealed_retry", "next_line")
-                                                          if k in fields})
+    settings = pipeline.Settings(max_tokens=max_tokens, **{k: False for k in ("next_line",) if k in fields})
     full = pipeline.Settings(max_tokens=max_tokens)
     rows = []
     try:

@@ -9,11 +9,9 @@ Why a ``Generation`` object and not just a function returning a string: the lang
 and answers later keystrokes from the same request when the user types what the model is writing. So the raw text
 so far, a way to wait for more of it, and the post-processing of any prefix of it are all public here.
 
-When the model writes nothing at all (it ends the middle or the line at once), one follow-up request may try again
-in the same ``Generation`` (``Settings.unhealed_retry``, ``Settings.next_line``): mid-word, without token healing
-(the healed prompt made the model re-type the partial word and end there); at the end of a finished line, the next
-line (the ghost text then starts with the newline, as Copilot's does). The ghost text of such a generation is the
-follow-up's, relative to the original cursor.
+When the model writes nothing at all at the end of a finished line (it ends the line at once), one follow-up
+request in the same ``Generation`` asks for the next line (``Settings.next_line``): the ghost text then starts with
+the newline, as Copilot's does, and is the follow-up's, relative to the original cursor.
 
 Stopping a request: closing the engine's stream (cancelling the task that runs :meth:`Generation.run`) is what
 aborts the engine request; the engine sees exactly one abort for it (the Engine protocol: "closing the iterator
@@ -50,7 +48,6 @@ class Settings:
     token_healing: bool = True      # back the prompt up to a token boundary at the cursor (completer.healing)
     heal_word: bool = True          # ...by the whole partial word, to where the prompt's tokens stay the same
                                     # (False: by the last token only, as guidance's token healing)
-    unhealed_retry: bool = True     # mid-word, a healed request that wrote nothing is asked again without healing
     next_line: bool = True          # at the end of a finished line, a request that wrote nothing is asked for the
                                     # next line (ghost text "\n" + indentation + that line)
 
@@ -98,7 +95,7 @@ class Generation:
         self.first_at: float | None = None  # when the first generated text arrived (TTFT = first_at - started)
         self.ended: float | None = None
         self.settings, self.cache_key = settings, cache_key
-        self.follow_up: str | None = None  # "unhealed" / "next_line": the follow-up request whose text this is
+        self.follow_up: str | None = None  # "next_line": the follow-up request whose text this is
         self._lead = ""                    # text the ghost text starts with before the follow-up's (the newline)
         self._ended_by_model = True        # the last stream ended by a stop (not the token limit)
         self._event = asyncio.Event()
@@ -120,14 +117,12 @@ class Generation:
     async def run(self) -> str:
         """Stream the request to its end and return the ghost text. Cancelling the caller closes the stream,
         which aborts the engine request (once). An abort from inside the engine (restart, close) ends it with
-        CancelledError, as if the caller had been cancelled. When the model wrote nothing, at most two follow-up
-        requests (:meth:`next_request`) run in turn, each aborted the same way."""
+        CancelledError, as if the caller had been cancelled. When the model wrote nothing, a follow-up request
+        (:meth:`next_request`) may run after it, aborted the same way."""
         try:
             await self._stream()
-            while self.finished and not self.raw.strip():
-                follow = self.next_request()
-                if follow is None:
-                    break
+            follow = self.next_request() if self.finished and not self.raw.strip() else None
+            if follow is not None:
                 kind, plan, lead = follow
                 self.follow_up, self.plan, self._lead, self.raw, self.finished = kind, plan, lead, "", False
                 self.request = dataclasses.replace(self.request, request_id=f"{self.request.request_id}/{kind}",
@@ -167,21 +162,16 @@ class Generation:
     def next_request(self) -> tuple[str, PromptPlan, str] | None:
         """The follow-up for a request that wrote nothing: (kind, its plan, the text before its ghost text), or None.
 
-        - ``unhealed`` (``Settings.unhealed_retry``): the cursor is inside a word and the prompt was healed: the
-          model re-typed the partial word and ended the middle there, which leaves the user mid-identifier with no
-          ghost text; the plain prompt (the word as typed) is asked instead.
-        - ``next_line`` (``Settings.next_line``): line mode at the end of a line with code on it and nothing after
-          the cursor: the model ended the line (its first text was the newline). The next line is asked for: the
-          prompt with a newline and the line's indentation after the cursor (healed over them, as an editor's
-          Enter would put them), and the ghost text is that newline, indentation and line.
+        ``next_line`` (``Settings.next_line``): line mode at the end of a line with code on it and nothing after the
+        cursor, and the model ended (a stop, not the token limit): it ended the line (its first text was the
+        newline). The next line is asked for: the prompt with a newline and the line's indentation after the cursor
+        (healed over them, as an editor's Enter would put them), and the ghost text is that newline, indentation and
+        line. (Asking again without token healing when the cursor is mid-word, where the healed model often re-types
+        the partial word and ends, was tried too: on the replay traces and bench.quality it added only wrong text.)
         """
         plan, s = self.plan, self.settings
-        if self.follow_up == "next_line" or not self._ended_by_model:
+        if self.follow_up is not None or not self._ended_by_model:
             return None
-        if self.follow_up is None and s.unhealed_retry and plan.heal and (plan.prefix[-1:].isalnum()
-                                                                          or plan.prefix[-1:] == "_"):
-            return "unhealed", dataclasses.replace(
-                plan, prompt=fim_prompt(plan.prefix, plan.suffix, plan.template, plan.context), heal=""), ""
         line_before = plan.prefix[plan.prefix.rfind("\n") + 1:]
         rest = plan.suffix.split("\n", 1)[0]
         if s.next_line and plan.mode == "line" and "\n" in plan.stop and line_before.strip() and not rest.strip():

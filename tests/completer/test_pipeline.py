@@ -71,14 +71,12 @@ class _NoEngine:
 
 
 @pytest.mark.parametrize("prefix,suffix,mode,heal,settings,want", [
-    ("    Z_OK", "\n}", "line", "OK", {}, "unhealed"),                         # mid-word, healed: ask unhealed
-    ("    Z_OK", "\n}", "line", "OK", {"unhealed_retry": False}, "next_line"),  # ...switched off: the line end
     ("    Z_OK: 0,", "\n}", "line", ",", {}, "next_line"),                     # end of a finished line
+    ("    Z_OK", "\n}", "line", "OK", {}, "next_line"),                        # the model ended after a word too
     ("    Z_OK: 0,", "\n}", "line", ",", {"next_line": False}, None),
     ("    Z_OK: 0,", " // x\n}", "line", ",", {}, None),                       # text after the cursor: no next line
     ("    ", "\n}", "line", "", {}, None),                                     # a blank line: nothing to follow
     ("    Z_OK: 0,", "\n}", "block", ",", {}, None),                           # block mode has its own newlines
-    ("    Z_O", "\n}", "line", "", {}, "next_line"),                           # not healed: no unhealed retry
 ])
 def test_follow_up_request_when_the_model_wrote_nothing(prefix, suffix, mode, heal, settings, want):
     s = pipeline.Settings(template="house", **settings)
@@ -86,12 +84,15 @@ def test_follow_up_request_when_the_model_wrote_nothing(prefix, suffix, mode, he
     got = gen.next_request()
     assert (got and got[0]) == want
     if want == "next_line":
+        from completer.prompt import fim_prompt
         kind, plan, lead = got
         assert lead == "\n    " and plan.prefix == prefix + "\n    " and plan.heal == ""
-        from completer.prompt import fim_prompt
         assert plan.prompt == fim_prompt(prefix + "\n    ", suffix, "house") and plan.mode == "line"
-    if want == "unhealed":
-        assert got[1].heal == "" and got[1].prefix == prefix and got[2] == ""
+        gen.follow_up = kind
+        assert gen.next_request() is None                                       # one follow-up at most
+    gen2 = pipeline.Generation(_NoEngine(), _plan(prefix, suffix, mode, heal), "r", s)
+    gen2._ended_by_model = False                                                # out of tokens: no follow-up
+    assert gen2.next_request() is None
 
 
 def test_next_line_ghost_starts_with_the_newline_and_must_look_like_code():
@@ -134,7 +135,7 @@ async def test_house_model_at_a_finished_line_end_shows_the_next_line(house_engi
     src = SourceFile("file:///bench/constants.js", "javascript", doc)
     s = pipeline.Settings(max_tokens=32)
     alone = pipeline.Generation(engine, pipeline.plan(src, off, engine, s), "a",
-                                pipeline.Settings(max_tokens=32, next_line=False, unhealed_retry=False))
+                                pipeline.Settings(max_tokens=32, next_line=False))
     assert await alone.run() == "" and alone.finished and alone.follow_up is None   # the model ends the line
     gen = pipeline.Generation(engine, pipeline.plan(src, off, engine, s), "b", s)
     text = await gen.run()
