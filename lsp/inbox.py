@@ -77,10 +77,9 @@ class Inbox:
 
     def put(self, body: bytes) -> None:
         self.stats.received += 1
-        item = _classify(body)
+        item, cancel = _classify(body)
         item.arrived = self._clock()
         if item.id is None and item.completion_uri is None:
-            cancel = _cancel_target(body)
             if cancel is not None and self._drop(lambda w: w.id == cancel, "cancelled by $/cancelRequest"):
                 self.stats.cancelled += 1
                 return
@@ -145,30 +144,28 @@ class Inbox:
         return len(gone)
 
 
-def _classify(body: bytes) -> _Waiting:
+def _classify(body: bytes) -> tuple[_Waiting, Any]:
+    """The message as it waits (its id, and the document of a completion request), and the id a ``$/cancelRequest``
+    names (None for any other message): one JSON parse for both."""
     try:
         msg = json.loads(body)
     except ValueError:
-        return _Waiting(body)                     # pygls answers the parse error in order
+        return _Waiting(body), None               # pygls answers the parse error in order
     if not isinstance(msg, dict):
-        return _Waiting(body)
+        return _Waiting(body), None
     mid = msg.get("id")
     if not isinstance(mid, (int, str)) or isinstance(mid, bool):
-        return _Waiting(body)
+        return _Waiting(body), _cancel_target(msg)
     uri = None
     if msg.get("method") in COMPLETIONS:
         params = msg.get("params")
         doc = params.get("textDocument") if isinstance(params, dict) else None
         uri = doc.get("uri") if isinstance(doc, dict) and isinstance(doc.get("uri"), str) else None
-    return _Waiting(body, mid, uri)
+    return _Waiting(body, mid, uri), None
 
 
-def _cancel_target(body: bytes) -> Any:
-    try:
-        msg = json.loads(body)
-    except ValueError:
-        return None
-    if isinstance(msg, dict) and msg.get("method") == "$/cancelRequest" and isinstance(msg.get("params"), dict):
+def _cancel_target(msg: dict) -> Any:
+    if msg.get("method") == "$/cancelRequest" and isinstance(msg.get("params"), dict):
         target = msg["params"].get("id")
         return target if isinstance(target, (int, str)) and not isinstance(target, bool) else None
     return None
