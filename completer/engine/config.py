@@ -117,9 +117,10 @@ class EngineConfig:
             object.__setattr__(self, "drafter", own_drafter(self.model))
         if self.speculation == "eagle3" and not self.drafter:
             if self.model.startswith("house:"):
-                raise ValueError(f"speculation='eagle3': no EAGLE-3 drafter ships for {self.model} (house:eagle3 "
-                                 f"is house:target's); train one on a GPU with `completer train-drafter --target "
-                                 f"{self.model} --out DIR` and give drafter=DIR, or use another speculation")
+                raise ValueError(f"speculation='eagle3' needs drafter: no EAGLE-3 drafter ships for {self.model} "
+                                 f"(house:eagle3 is house:target's); train one on a GPU with `completer "
+                                 f"train-drafter --target {self.model} --out DIR` and give drafter=DIR, or use "
+                                 f"another speculation")
             raise ValueError(f"speculation='eagle3' needs drafter (an EAGLE-3 drafter folder): train one with "
                              f"`completer train-drafter --target {self.model} --out DIR` and give drafter=DIR")
         if (self.speculation == "eagle3" and self.drafter == "house:eagle3" and self.model.startswith("house:")

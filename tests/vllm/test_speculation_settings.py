@@ -10,7 +10,8 @@ from completer.engine.vllm_engine import check_quantization, engine_kwargs
 
 
 def cfg(**kw):
-    return EngineConfig(backend="vllm", **kw)
+    """vLLM settings on house v1, whose EAGLE-3 drafter ships (the default, house v2, has none)."""
+    return EngineConfig(backend="vllm", **{"model": "house:target", "draft": "house:draft", **kw})
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ def test_a_saved_choice_for_the_same_models_is_taken_and_for_others_not(cache):
     save(EngineConfig(device="cpu"), {"speculation": "ngram", "num_speculative_tokens": 4})
     resolved, why = resolve(EngineConfig(device="cpu"))
     assert (resolved.speculation, resolved.num_speculative_tokens) == ("ngram", 4) and "completer tune" in why
-    assert resolve(EngineConfig(device="cpu", model="house:v2/target", draft="house:v2/draft"))[0].speculation == "none"
+    assert resolve(EngineConfig(device="cpu", model="house:target", draft="house:draft"))[0].speculation == "none"
     assert resolve(EngineConfig(device="cuda"))[0].speculation == "none"
 
 
