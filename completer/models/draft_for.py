@@ -178,9 +178,18 @@ def heldout_groups(archive: str | None, local: bool, max_mb: float) -> dict[str,
     return groups
 
 
-def save_draft(folder: Path, draft, target: Path, meta: dict | None = None) -> None:
-    """``folder``: the draft in bf16 with the target's tokenizer files and template (no FIM: ``plain`` unless the
-    target's config names another)."""
+def target_template(target: Path) -> str:
+    """The prompt template the target is used with (``completer.prompt.template_for_model``; ``plain`` when its
+    folder shows no FIM tokens)."""
+    from ..prompt import template_for_model
+    try:
+        return template_for_model(target)
+    except ValueError:
+        return "plain"
+
+
+def save_draft(folder: Path, draft, target: Path, template: str, meta: dict | None = None) -> None:
+    """``folder``: the draft in bf16 with the target's tokenizer files and prompt template."""
     folder.mkdir(parents=True, exist_ok=True)
     draft.save_pretrained(folder, dtype=torch.bfloat16)
     for name in TOKENIZER_FILES:
@@ -188,7 +197,7 @@ def save_draft(folder: Path, draft, target: Path, meta: dict | None = None) -> N
             shutil.copy2(target / name, folder / name)
     cfg = json.loads((folder / "config.json").read_text())
     tcfg = json.loads((target / "config.json").read_text())
-    cfg["completer_template"] = tcfg.get("completer_template", "plain")
+    cfg["completer_template"] = template
     cfg["completer_draft_for"] = tcfg.get("name") or str(target)
     (folder / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     eos = cfg.get("eos_token_id")

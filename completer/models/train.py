@@ -310,6 +310,10 @@ def _train_draft_for(args, argv, p: Preset, minutes: float, device, out: Path, t
 
     target = draft_for.target_folder(args.draft_for)
     tok = load_tokenizer(target)
+    template = draft_for.target_template(target)
+    if template != "plain":
+        print(f"note: {args.draft_for} is prompted with the {template!r} FIM template; --draft-for trains left to "
+              f"right (no FIM), so inside FIM prompts the draft will agree with it less", flush=True)
     sep = draft_for.separator_id(tok, target)
     sources = args.corpus or [draft_for.LOCAL_PYTHON]
     print(f"target {args.draft_for}: tokenizer from {target} ({tok.get_vocab_size()} ids); reading up to "
@@ -361,7 +365,7 @@ def _train_draft_for(args, argv, p: Preset, minutes: float, device, out: Path, t
 
     def checkpoint(progress: dict) -> None:
         meta = make_meta(*(progress.get(k) for k in ("step", "tokens", "first_t", "ema_d")), False, True)
-        draft_for.save_draft(out / "draft", draft, target, meta)
+        draft_for.save_draft(out / "draft", draft, target, template, meta)
         if args.archive:
             write_archive(out, args.archive)
         tqdm.write(f"checkpoint at step {meta['steps']} ({meta['seconds_training']:.0f}s): {out}")
@@ -384,7 +388,7 @@ def _train_draft_for(args, argv, p: Preset, minutes: float, device, out: Path, t
     bar.close()
     draft.eval()
     meta = make_meta(step, tokens, first, last, interrupted)
-    draft_for.save_draft(out / "draft", draft, target, meta)
+    draft_for.save_draft(out / "draft", draft, target, template, meta)
     if args.archive:
         write_archive(out, args.archive)
     if args.heldout and not interrupted:
