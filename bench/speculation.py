@@ -15,6 +15,8 @@ tokens (Leviathan et al. 2023). On a CPU a small model's forward is dominated by
 far from params_draft / params_target.
 
     python bench/speculation.py                 # house pair, CPU -> bench/results/speculation-<UTC time>/speculation.*
+    python bench/speculation.py --model gguf:smollm2 --draft house:smollm2/draft --ks 2 4 \
+        --configs none 'draft k=2' 'draft k=4' 'ngram k=4'      # SmolLM2-135M and its draft (plain prompts)
 """
 
 from __future__ import annotations
@@ -161,6 +163,11 @@ def model_provenance(spec: str) -> str:
 async def run(args) -> dict:
     provenance = model_provenance(args.model)            # read before loading, next to the weights it describes
     cfgs = configs(args.ks)
+    if args.configs:
+        unknown = set(args.configs) - set(cfgs)
+        if unknown:
+            raise SystemExit(f"unknown --configs {sorted(unknown)}; known: {list(cfgs)}")
+        cfgs = {n: kw for n, kw in cfgs.items() if n in args.configs or n == "none"}
     engines = {}
     for name, kw in cfgs.items():
         draft = args.draft if "draft" in kw["speculation"] else None
@@ -245,7 +252,7 @@ def markdown(res: dict) -> str:
     m, cost = res["machine"], res["forward_cost_s"]
     c = res["cost_ratio_draft_over_target"]
     lines = [
-        "# Speculative decoding on the house pair (embedded engine, CPU)", "",
+        f"# Speculative decoding on `{res['model']}` + `{res['draft']}` (embedded engine, CPU)", "",
         f"Command: `{res['command']}`  ",
         f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']} ({m['torch_threads']} threads), "
         f"Python {m['python']}; 1-minute load average {m.get('load_average_1m_before', float('nan')):.1f} before, "
@@ -310,7 +317,8 @@ def plot(res: dict, path: Path) -> None:
     a1.tick_params(axis="x", rotation=60)
     for r in rows:
         per = [a for a in r["acceptance_per_position"] if a is not None]
-        if per and (r["config"] in ("draft k=8", "draft adaptive", "ngram adaptive", "draft+ngram adaptive")):
+        if per and (len(rows) <= 6 or r["config"] in ("draft k=8", "draft adaptive", "ngram adaptive",
+                                                       "draft+ngram adaptive")):
             a2.plot(range(1, len(per) + 1), per, marker="o", label=r["config"])
     a2.set_xlabel("draft position")
     a2.set_ylabel("share of drafts of length >= i with positions 1..i all accepted")
@@ -332,6 +340,8 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--ks", type=int, nargs="+", default=list(range(1, 9)))
+    p.add_argument("--configs", nargs="+", help="run only these configurations (names as in the table, e.g. "
+                   "'draft k=2' 'ngram k=4'; none is always run)")
     p.add_argument("--max-k", type=int, default=8, help="bound for adaptive k")
     p.add_argument("--template", default="auto", help="FIM template (auto: from the model) or 'plain' PSM")
     p.add_argument("--context-tokens", type=int, default=512, help="prompt budget in tokens")
