@@ -26,10 +26,16 @@ def drop_repeated_line_start(text: str, ctx: Context) -> str:
     return text
 
 
+COPY_TYPED_MAX = 2     # drop_next_line_copy: at most this many characters of code typed on the line
+
+
 def drop_next_line_copy(text: str, ctx: Context) -> str:
     """Line mode: a completion that makes the cursor's line a copy of the next non-blank line of the document
-    (the model reached text the editor already has) is no completion."""
-    if ctx.mode != "line" or "\n" in text:
+    (the model reached text the editor already has) is no completion, while the user has typed at most
+    ``COPY_TYPED_MAX`` characters of code on the line: then the model chose the line. Once the user has typed more of
+    it, the line is theirs: in the CPU replay's C trace a declaration typed above another one that ends the same way
+    (``xmlNodePtr cur);``) lost its right ghost text on 13 keystrokes."""
+    if ctx.mode != "line" or "\n" in text or len(ctx.line_before.strip()) > COPY_TYPED_MAX:
         return text
     following = [l.strip() for l in ctx.suffix.split("\n")[1:] if l.strip()]
     line = (ctx.line_before + text + ctx.rest).strip()

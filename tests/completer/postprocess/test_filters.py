@@ -132,6 +132,10 @@ TABLES = {
         ("return y", Context(line_before="    ", suffix="\n    return y\n"), ""),
         ("y = 1", Context(line_before="    ", suffix="\n    return y\n"), "y = 1"),
         ("return y", Context(line_before="    ", suffix="\n    return y\n", mode="block"), "return y"),
+        ("turn y", Context(line_before="    re", suffix="\n    return y\n"), ""),           # 2 typed: the model's
+        # the user typed the line's start: a declaration above another that ends the same way (c-variables trace)
+        ("odePtr cur);", Context(line_before="\t\t xmlN", suffix="\n\t\t xmlNodePtr cur);\n", language="c"),
+         "odePtr cur);"),
     ],
     "drop_previous_line_copy": [
         ("Z_FINISH: 4,", Context(line_before="    ", line_above="    Z_FINISH: 4,", language="javascript"), ""),
