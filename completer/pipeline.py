@@ -10,8 +10,8 @@ and answers later keystrokes from the same request when the user types what the 
 so far, a way to wait for more of it, and the post-processing of any prefix of it are all public here.
 
 When the model writes nothing at all at the end of a finished line (it ends the line at once), one follow-up
-request in the same ``Generation`` asks for the next line (``Settings.next_line``): the ghost text then starts with
-the newline, as Copilot's does, and is the follow-up's, relative to the original cursor.
+request in the same ``Generation`` may ask for the next line (``Settings.next_line``, off by default): the ghost text
+then starts with the newline, as Copilot's does, and is the follow-up's, relative to the original cursor.
 
 Stopping a request: closing the engine's stream (cancelling the task that runs :meth:`Generation.run`) is what
 aborts the engine request; the engine sees exactly one abort for it (the Engine protocol: "closing the iterator
@@ -48,8 +48,10 @@ class Settings:
     token_healing: bool = True      # back the prompt up to a token boundary at the cursor (completer.healing)
     heal_word: bool = True          # ...by the whole partial word, to where the prompt's tokens stay the same
                                     # (False: by the last token only, as guidance's token healing)
-    next_line: bool = True          # at the end of a finished line, a request that wrote nothing is asked for the
-                                    # next line (ghost text "\n" + indentation + that line)
+    next_line: bool = False         # at the end of a finished line, a request that wrote nothing is asked for the
+                                    # next line (ghost text "\n" + indentation + that line). Off: with the house
+                                    # models no such next line was right in the CPU replay (bench/results/
+                                    # replay-fb6d48f: 0 of 7-15 a round), so it only added wrong ghost text
 
 
 def resolve_template(template: str, engine: Engine) -> str:

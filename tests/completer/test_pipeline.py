@@ -65,18 +65,21 @@ def _plan(prefix: str, suffix: str = "\n", mode: str = "line", heal: str = "", l
                       language=language, max_tokens=16, heal=heal)
 
 
+ON = {"next_line": True}
+
+
 class _NoEngine:
     """What ``next_request`` may read of an engine: its tokenizer (none here, so nothing is healed)."""
     tokenizer = None
 
 
 @pytest.mark.parametrize("prefix,suffix,mode,heal,settings,want", [
-    ("    Z_OK: 0,", "\n}", "line", ",", {}, "next_line"),                     # end of a finished line
-    ("    Z_OK", "\n}", "line", "OK", {}, "next_line"),                        # the model ended after a word too
-    ("    Z_OK: 0,", "\n}", "line", ",", {"next_line": False}, None),
-    ("    Z_OK: 0,", " // x\n}", "line", ",", {}, None),                       # text after the cursor: no next line
-    ("    ", "\n}", "line", "", {}, None),                                     # a blank line: nothing to follow
-    ("    Z_OK: 0,", "\n}", "block", ",", {}, None),                           # block mode has its own newlines
+    ("    Z_OK: 0,", "\n}", "line", ",", ON, "next_line"),                     # end of a finished line
+    ("    Z_OK", "\n}", "line", "OK", ON, "next_line"),                        # the model ended after a word too
+    ("    Z_OK: 0,", "\n}", "line", ",", {}, None),                            # off by default
+    ("    Z_OK: 0,", " // x\n}", "line", ",", ON, None),                       # text after the cursor: no next line
+    ("    ", "\n}", "line", "", ON, None),                                     # a blank line: nothing to follow
+    ("    Z_OK: 0,", "\n}", "block", ",", ON, None),                           # block mode has its own newlines
 ])
 def test_follow_up_request_when_the_model_wrote_nothing(prefix, suffix, mode, heal, settings, want):
     s = pipeline.Settings(template="house", **settings)
@@ -96,7 +99,8 @@ def test_follow_up_request_when_the_model_wrote_nothing(prefix, suffix, mode, he
 
 
 def test_next_line_ghost_starts_with_the_newline_and_must_look_like_code():
-    gen = pipeline.Generation(_NoEngine(), _plan("    Z_OK: 0,"), "r", pipeline.Settings(template="house"))
+    gen = pipeline.Generation(_NoEngine(), _plan("    Z_OK: 0,"), "r",
+                              pipeline.Settings(template="house", next_line=True))
     kind, plan, lead = gen.next_request()
     gen.plan, gen._lead = plan, lead
     assert gen.ghost("Z_BLOCK: 5,") == "\n    Z_BLOCK: 5,"
@@ -133,7 +137,7 @@ async def test_house_model_at_a_finished_line_end_shows_the_next_line(house_engi
     engine = house_engine(model="house:target", draft=None, speculation="none")
     doc, off = _trace_document(trace, line_end)
     src = SourceFile("file:///bench/constants.js", "javascript", doc)
-    s = pipeline.Settings(max_tokens=32)
+    s = pipeline.Settings(max_tokens=32, next_line=True)
     alone = pipeline.Generation(engine, pipeline.plan(src, off, engine, s), "a",
                                 pipeline.Settings(max_tokens=32, next_line=False))
     assert await alone.run() == "" and alone.finished and alone.follow_up is None   # the model ends the line
