@@ -260,7 +260,8 @@ def accept_main(argv: list[str] | None = None) -> int:
                                              "(plain prompts, greedy), per language; and both models' held-out "
                                              "cross-entropy.")
     ap.add_argument("--model", default="gguf:smollm2")
-    ap.add_argument("--draft", default="house:smollm2/draft")
+    ap.add_argument("--draft", nargs="+", default=["house:smollm2/draft"], help="one or more drafts, each "
+                    "scored on the same prompts and text")
     ap.add_argument("--heldout", help="held-out archive (python -m completer.models.corpus build)")
     ap.add_argument("--local-python", action="store_true", help="also this machine's Python held-out split")
     ap.add_argument("--tasks", type=int, default=10, help="prompts per language")
@@ -274,26 +275,28 @@ def accept_main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     t0 = time.time()
-    tfolder, dfolder = resolve_model(args.model), resolve_model(args.draft)
+    tfolder = resolve_model(args.model)
     tok = load_tokenizer(tfolder)
-    target, draft = LlamaForCausalLM.from_pretrained(tfolder), LlamaForCausalLM.from_pretrained(dfolder)
-    target.eval(), draft.eval()
+    target = LlamaForCausalLM.from_pretrained(tfolder).eval()
+    drafts = {d: LlamaForCausalLM.from_pretrained(resolve_model(d)).eval() for d in args.draft}
     groups = heldout_groups(args.heldout, args.local_python, 2.0)
     sep = separator_id(tok, tfolder)
     report = {"command": "python -m completer.models.draft_for accept " + " ".join(
-        argv if argv is not None else __import__("sys").argv[2:]), "model": args.model, "draft": args.draft,
+        argv if argv is not None else __import__("sys").argv[2:]), "model": args.model,
         "params_target": sum(p.numel() for p in target.parameters()),
-        "params_draft": sum(p.numel() for p in draft.parameters()), "languages": {}}
+        "loss_target": heldout_ce(target, tok, sep, groups, torch.device("cpu"), seq_len=512, max_mb=args.loss_mb,
+                                  batch=2), "drafts": {}}
     tasks = plain_tasks(groups, args.tasks, args.seed)
-    ce_t = heldout_ce(target, tok, sep, groups, torch.device("cpu"), seq_len=512, max_mb=args.loss_mb, batch=2)
-    ce_d = heldout_ce(draft, tok, sep, groups, torch.device("cpu"), seq_len=512, max_mb=args.loss_mb, batch=2)
-    for lang in sorted(groups):
-        acc = acceptance(target, draft, tok, tasks.get(lang, []), args.new_tokens)
-        report["languages"][lang] = {**acc, "loss_target": ce_t.get(lang), "loss_draft": ce_d.get(lang)}
-        print(lang, json.dumps(report["languages"][lang]), flush=True)
-    runs = [v for v in report["languages"].values() if v["acceptance_rate"] is not None]
-    report["acceptance_rate_mean_over_languages"] = float(np.mean([v["acceptance_rate"] for v in runs])) if runs \
-        else None
+    for name, draft in drafts.items():
+        ce_d = heldout_ce(draft, tok, sep, groups, torch.device("cpu"), seq_len=512, max_mb=args.loss_mb, batch=2)
+        langs = {}
+        for lang in sorted(groups):
+            langs[lang] = {**acceptance(target, draft, tok, tasks.get(lang, []), args.new_tokens),
+                           "loss_draft": ce_d.get(lang)}
+            print(name, lang, json.dumps(langs[lang]), flush=True)
+        runs = [v["acceptance_rate"] for v in langs.values() if v["acceptance_rate"] is not None]
+        report["drafts"][name] = {"params_draft": sum(p.numel() for p in draft.parameters()), "languages": langs,
+                                  "acceptance_rate_mean_over_languages": float(np.mean(runs)) if runs else None}
     report["seconds"] = time.time() - t0
     print(json.dumps(report, indent=1))
     if args.json:
