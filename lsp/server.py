@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> None:
     # SIGTERM (systemd, docker stop, an editor ending the server) takes SIGINT's path: asyncio cancels the serving
     # task, whose finally closes the engine — with vLLM that ends its engine-core process, which otherwise outlives
     # the server (parent 1) holding GPU memory
-    signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         metrics.start(args, host, policy, transport)    # --metrics: Prometheus /metrics in a thread (lsp/metrics.py)
     except (ValueError, OSError) as e:
@@ -378,6 +378,16 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except KeyboardInterrupt:
         pass
+
+
+def _on_sigterm(signum, frame) -> None:
+    """SIGTERM: SIGINT's path, or KeyboardInterrupt itself when SIGINT is ignored -- a server started in the
+    background by a shell (``completer-lsp --ws ... &``, nohup, some supervisors) inherits SIGINT ignored, so raising
+    SIGINT did nothing and SIGTERM never ended it. Raised here, KeyboardInterrupt unwinds asyncio's run, which cancels
+    the serving task (its finally closes the engine)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        raise KeyboardInterrupt
+    signal.raise_signal(signal.SIGINT)
 
 
 def _exit_now(code: int) -> None:

@@ -10,10 +10,18 @@ import time
 import pytest
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)      # as a shell starts `completer-lsp --ws ... &`, or nohup
+
+
+@pytest.mark.parametrize("sigint", ["as-is", "ignored"])
 @pytest.mark.parametrize("transport", ["--ws", "--tcp"])
-def test_sigterm_is_a_clean_exit(transport):
+def test_sigterm_is_a_clean_exit(transport, sigint):
+    """Also when the server inherited SIGINT ignored (started in the background): SIGTERM used to raise SIGINT,
+    which then did nothing, and the server never ended."""
     proc = subprocess.Popen([sys.executable, "-m", "lsp.server", transport, "127.0.0.1:0", "--log-level", "INFO"],
-                            stderr=subprocess.PIPE, text=True, cwd=os.getcwd())
+                            stderr=subprocess.PIPE, text=True, cwd=os.getcwd(),
+                            preexec_fn=_ignore_sigint if sigint == "ignored" else None)
     try:
         deadline = time.monotonic() + 60
         for line in proc.stderr:                                   # wait until it listens

@@ -29,7 +29,10 @@ def test_ctrl_c_keeps_the_models_as_they_are_and_says_where(tmp_path, house):
     proc = subprocess.Popen([sys.executable, "-m", "completer.models.train", "--preset", "tiny", "--tokenizer",
                              str(house / "target"), "--corpus-mb", "0.3", "--minutes", "10", "--out", str(out),
                              "--device", "cpu"], cwd=Path(__file__).resolve().parents[3],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # a foreground command's Ctrl-C: SIGINT handled even when the test run itself was started
+                            # in the background (where a shell leaves SIGINT ignored for its children)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         seen = ""
         deadline = time.monotonic() + 240
