@@ -66,6 +66,20 @@ def merge(a: dict, b: dict) -> dict:
     return out
 
 
+
+def skip_typed_by_accept(ev, docs: dict, trace_docs: dict, syncing: set) -> bool:
+    """True for an event of a document in ``syncing`` (an accepted completion inserted text the trace types later):
+    the user would not type it, so it is skipped; its edit still moves the trace's own copy of the document, and
+    once that copy equals the replayed one (``docs``) the document leaves ``syncing``."""
+    if ev.uri not in syncing or (ev.edit is None and ev.accept is None):
+        return False
+    if ev.edit is not None:
+        trace_docs[ev.uri] = tr.apply_edit(trace_docs[ev.uri], ev.edit)[0]
+        if trace_docs[ev.uri] == docs[ev.uri]:
+            syncing.discard(ev.uri)
+    return True
+
+
 class Replayer:
     """Replays one trace on an initialized connection; collects one record per edit the client sent."""
 
@@ -115,13 +129,8 @@ class Replayer:
             waits.append(asyncio.ensure_future(self._answer(rec, fut, now)))
 
         for ev in trace.events:
-            if ev.uri in syncing and (ev.edit is not None or ev.accept is not None):
-                # the user would not type what an accepted completion already inserted: skip these events at
-                # once and pull the rest of the trace earlier by the time they took
-                if ev.edit is not None:
-                    trace_docs[ev.uri] = tr.apply_edit(trace_docs[ev.uri], ev.edit)[0]
-                    if trace_docs[ev.uri] == docs[ev.uri]:
-                        syncing.discard(ev.uri)
+            if skip_typed_by_accept(ev, docs, trace_docs, syncing):
+                # pull the rest of the trace earlier by the time the skipped events took
                 shift += ev.t_ms - prev_t
                 prev_t = ev.t_ms
                 self.tick()

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 from bench import trace as tr
+from bench.replay import skip_typed_by_accept
 
 HERE = Path(__file__).resolve().parent
 
@@ -34,11 +35,7 @@ def documents(trace: tr.Trace, records: list[dict]) -> list[tuple[str, int]]:
     i = 0
     prev: dict | None = None
     for ev in trace.events:
-        if ev.uri in syncing and (ev.edit is not None or ev.accept is not None):
-            if ev.edit is not None:
-                trace_docs[ev.uri] = tr.apply_edit(trace_docs[ev.uri], ev.edit)[0]
-                if trace_docs[ev.uri] == docs[ev.uri]:
-                    syncing.discard(ev.uri)
+        if skip_typed_by_accept(ev, docs, trace_docs, syncing):
             continue
         if ev.open is not None:
             docs[ev.uri] = trace_docs[ev.uri] = ev.open["text"]

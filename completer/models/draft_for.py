@@ -37,6 +37,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .evaluate import acceptance_by_position
 from .llama import LlamaForCausalLM, ModelConfig
 from .tokenizer import load_tokenizer
 
@@ -244,11 +245,7 @@ def acceptance(target_model, draft_model, tok, prompts: list[str], new_tokens: i
             logits = target_model(torch.tensor([[nxt]]), cache)
         pred = draft_model(torch.tensor([ids + cont]))[0, len(ids) - 1:-1].argmax(-1).tolist()
         runs.append(np.array([a == b for a, b in zip(pred, cont)], dtype=bool))
-    per = []
-    for i in range(1, positions + 1):
-        hits = [r[t:t + i].all() for r in runs for t in range(len(r) - i + 1)]
-        per.append(float(np.mean(hits)) if hits else None)
-    alpha = float(np.mean(np.concatenate(runs))) if runs else None
+    per, alpha = acceptance_by_position(runs, positions)
     return {"prompts": len(prompts), "acceptance_rate": alpha, "first_i_all_accepted": per,
             "expected_tokens_per_step_k2": 1 + sum(per[:2]) if runs else None,
             "expected_tokens_per_step_k4": 1 + sum(per[:4]) if runs else None}

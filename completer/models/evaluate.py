@@ -74,6 +74,17 @@ def greedy(model, ids: list[int], max_new: int, eos: int, device) -> list[int]:
     return out
 
 
+def acceptance_by_position(runs: list, positions: int) -> tuple[list, float | None]:
+    """From per-prompt boolean arrays (draft's greedy token == target's, token by token): for i = 1..positions the
+    share of windows whose first i drafts would all be accepted (None with no window), and the overall rate alpha."""
+    per = []
+    for i in range(1, positions + 1):
+        hits = [r[t:t + i].all() for r in runs for t in range(len(r) - i + 1)]
+        per.append(float(np.mean(hits)) if hits else None)
+    alpha = float(np.mean(np.concatenate(runs))) if runs else None
+    return per, alpha
+
+
 def figures(root: Path, texts: list[str], n_tasks: int, loss_mb: float, seed: int, device) -> dict:
     """Loss, next-line exact match and acceptance of the pair in ``root`` on held-out ``texts``."""
     tok = load_tokenizer(root / "target")
@@ -111,11 +122,7 @@ def figures(root: Path, texts: list[str], n_tasks: int, loss_mb: float, seed: in
         with torch.no_grad():
             pred = draft(full)[0, len(ids) - 1:-1].argmax(-1).tolist()     # draft's guess for each target token
         agree_runs.append(np.array([a == b for a, b in zip(pred, cont)], dtype=bool))
-    per_pos = []
-    for i in range(1, MAX_POSITION + 1):
-        hits = [r[t:t + i].all() for r in agree_runs for t in range(len(r) - i + 1)]
-        per_pos.append(float(np.mean(hits)) if hits else None)
-    alpha = float(np.mean(np.concatenate(agree_runs))) if agree_runs else None
+    per_pos, alpha = acceptance_by_position(agree_runs, MAX_POSITION)
     return {
         "models": str(root), "device": torch.cuda.get_device_name(0) if device.type == "cuda" else
         (platform.processor() or "cpu"), "heldout_loss_tokens": int(windows.numel()),
