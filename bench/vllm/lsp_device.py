@@ -9,6 +9,9 @@ Stages (run in the order given, each skipped when less than its estimate is left
   ``quantization="fp8"``, no speculation. One server (``completer-lsp --ws``), engine started and warmed once, then
   ``bench/replay.py --connect`` twice on the same engine: ``full`` (answer at the end of the completion: keystroke
   to the full block) and ``first-line`` (``earlyAnswer``: answer at the end of the first line).
+- ``lines-7b-bf16`` / ``lines-7b-fp8`` (issue 13): ``lines.py`` on the same 7B-shaped target: per keystroke of the
+  traces, the server pipeline's request generating as many tokens as the real next line / block take: time to the
+  first line and to the full block (random weights never end a line where code would, so the replay cannot).
 - ``dummy`` (issue 16): ``dummy.py --only target-7b --quant none,fp8``: decode step and prefill against the
   bandwidth floor, each in its own engine.
 - ``load`` (issue 13): ``bench/reliability.py``'s trace load (``run_load``: ``--clients`` websocket clients replaying
@@ -56,7 +59,7 @@ GPU_UTIL = 0.4
 # initializationOptions of every replay (the replay's own base options: maxTokens 32, debounce 30 ms)
 REPLAYS = {"full": {"earlyAnswer": False}, "first-line": {"earlyAnswer": True}}
 ESTIMATE_S = {"lsp-7b-bf16": 200, "lsp-7b-fp8": 200, "dummy": 200, "load": 150, "house-none": 110,
-              "house-eagle3-k2": 110, "kill9": 60, "heal-repro": 100}
+              "house-eagle3-k2": 110, "kill9": 60, "heal-repro": 100, "lines-7b-bf16": 170, "lines-7b-fp8": 170}
 WARM_DOC = "import os\n\n\ndef read_config(path):\n    with open(path) as f:\n        \n"
 
 
@@ -390,6 +393,21 @@ def run_heal_repro(out: Path, left: float) -> dict:
     return res
 
 
+def run_lines(args, stage: str, out: Path, left: float) -> dict:
+    """``lines.py`` in its own process on the 7B-shaped target (its engine start included): time to the first line
+    and to the full block per keystroke of the traces."""
+    cmd = [sys.executable, str(ROOT / "bench" / "vllm" / "lines.py"), "--out", str(out), "--model",
+           str(MODELS / "target-7b"), "--traces", str(args.traces), "--gpu-memory-utilization", str(GPU_UTIL),
+           ] + (["--quantization", "fp8"] if stage.endswith("fp8") else [])
+    t0 = time.perf_counter()
+    with open(out / "lines.log", "w") as log:
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=max(left - 10, 30)).returncode
+    res = {"rc": rc, "wall_s": time.perf_counter() - t0, "command": " ".join(cmd)}
+    if (out / "lines.json").exists():
+        res["summary"] = json.loads((out / "lines.json").read_text()).get("summary")
+    return res
+
+
 def run_dummy(args, out: Path, left: float) -> dict:
     cmd = [sys.executable, str(ROOT / "bench" / "vllm" / "dummy.py"), "--out", str(out), "--only", "target-7b", "--models-dir", "/tmp/completer-dummy-words",
            "--quant", "none,fp8", "--reps", "5", "--decode-tokens", "64", "--deadline-s", str(max(left - 60, 0)),
@@ -435,7 +453,7 @@ async def main() -> None:
     unknown = [s for s in stages if s not in ESTIMATE_S]
     if unknown:
         raise SystemExit(f"unknown stages {unknown}; known: {list(ESTIMATE_S)}")
-    if any(s.startswith("lsp-7b") for s in stages):
+    if any(s.startswith(("lsp-7b", "lines-7b")) for s in stages):
         from dummy import SHAPES, write_model
 
         write_model(MODELS / "target-7b", SHAPES["target-7b"], "house")
@@ -457,6 +475,8 @@ async def main() -> None:
         try:
             if stage == "dummy":
                 res = await asyncio.to_thread(run_dummy, args, out, left)
+            elif stage.startswith("lines-7b"):
+                res = await asyncio.to_thread(run_lines, args, stage, out, left)
             elif stage == "heal-repro":
                 res = await asyncio.to_thread(run_heal_repro, out, left)
             elif stage == "load":
