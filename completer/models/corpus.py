@@ -293,10 +293,33 @@ def build_archive(out: str | Path, manifest_path: str | Path = MANIFEST, heldout
     return report
 
 
-if __name__ == "__main__":  # python -m completer.models.corpus [split] | build OUT [--heldout-mb N]
+def subset_archive(src: str | Path, dst: str | Path, mb: float) -> dict:
+    """``dst``: about ``mb`` MB of ``src``'s text, every language keeping its share of it (each language's first
+    files in the archive's own order, which :func:`build_archive` shuffled), for a device call that can carry only
+    a small archive (the EAGLE-3 drafter's). Returns MB per language and the archive's size."""
+    sizes: dict[str, int] = {}
+    for _, lang, text in read_archive(src):
+        sizes[lang] = sizes.get(lang, 0) + len(text)
+    frac = min(1.0, mb * 1e6 / max(1, sum(sizes.values())))
+    taken: dict[str, int] = {}
+    files = []
+    for rel, lang, text in read_archive(src):
+        if taken.get(lang, 0) < frac * sizes[lang]:
+            files.append({"rel": rel, "language": lang, "text": text})
+            taken[lang] = taken.get(lang, 0) + len(text)
+    write_archive(files, dst)
+    return {"source": str(src), "files": len(files), "mb": round(sum(taken.values()) / 1e6, 2),
+            "mb_by_language": {k: round(v / 1e6, 2) for k, v in sorted(taken.items())},
+            "archive_bytes": Path(dst).stat().st_size}
+
+
+if __name__ == "__main__":  # python -m completer.models.corpus [split] | build OUT [--heldout-mb N] | subset SRC DST --mb N
     if len(sys.argv) > 2 and sys.argv[1] == "build":
         mb = float(sys.argv[sys.argv.index("--heldout-mb") + 1]) if "--heldout-mb" in sys.argv else 1.0
         print(json.dumps(build_archive(sys.argv[2], heldout_mb=mb), indent=1))
+        raise SystemExit(0)
+    if len(sys.argv) > 5 and sys.argv[1] == "subset" and sys.argv[4] == "--mb":
+        print(json.dumps(subset_archive(sys.argv[2], sys.argv[3], float(sys.argv[5])), indent=1))
         raise SystemExit(0)
     split = sys.argv[1] if len(sys.argv) > 1 else "heldout"
     n = size = 0

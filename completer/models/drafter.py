@@ -21,9 +21,18 @@ sees its own hidden states as vLLM's draft loop does. Loss: cross-entropy to the
 
 Held-out report: the target continues held-out FIM prompts greedily; along those continuations the drafter's greedy
 chain is checked against the target's tokens, giving acceptance per draft position as vLLM counts it (drafts accepted
-at position j / drafts) and the expected tokens per verification step for each k.
+at position j / drafts) and the expected tokens per verification step for each k (per language with ``--heldout``).
+
+Corpus: this machine's Python files (how ``house:eagle3`` for house v1 was made), or with ``--corpus ARCHIVE`` the
+archive a target was trained on (``python -m completer.models.corpus build``, read as ``completer train --corpus``
+reads it), so the drafter sees its target's language mix; ``--heldout ARCHIVE`` draws the report's prompts from
+that archive's held-out split, per language. A packed target (house:v2/target's int4 ``model.quant``) is
+dequantised by ``resolve_model`` into the same float folder the vLLM backend serves, so the drafter learns the
+hidden states of the weights vLLM runs (bf16 on a GPU, as vLLM's ``dtype="auto"`` runs that float32 folder).
 
     completer train-drafter --target completer/models/house/target --out completer/models/house/eagle3 --minutes 4
+    completer train-drafter --target house:v2/target --corpus .corpus/train.jsonl.xz \
+        --heldout .corpus/heldout.jsonl.xz --out completer/models/house/v2/eagle3 --minutes 4
 """
 
 from __future__ import annotations
@@ -303,7 +312,7 @@ def greedy_continuation(target, prompt: list[int], n: int, eos: int | None, devi
 
 @torch.no_grad()
 def acceptance_report(drafter, target, prompts: list[list[int]], new_tokens: int, eos: int | None, device,
-                      k_max: int = 8) -> dict:
+                      k_max: int = 8, desc: str = "held-out acceptance") -> dict:
     """Greedy drafts along the target's own greedy continuations of held-out prompts, counted as vLLM counts them:
     accepted_per_position[j] = chains whose first j+1 drafts all equal the target's tokens; one chain per
     continuation token (a verification step could start at any of them)."""
@@ -312,7 +321,7 @@ def acceptance_report(drafter, target, prompts: list[list[int]], new_tokens: int
     from tqdm import tqdm
 
     dmap = drafter.draft_ids()
-    for prompt in tqdm(prompts, desc="held-out acceptance", unit="prompt", file=sys.stdout, mininterval=10):
+    for prompt in tqdm(prompts, desc=desc, unit="prompt", file=sys.stdout, mininterval=10):
         cont = greedy_continuation(target, prompt, new_tokens, eos, device)
         seq = prompt + cont
         if len(cont) < 2:
@@ -330,26 +339,67 @@ def acceptance_report(drafter, target, prompts: list[list[int]], new_tokens: int
                 drafted[j] += 1
                 ok = ok and preds[j][p] == seq[p + j + 2]
                 accepted[j] += ok
+    return summarise(drafted, accepted, len(prompts), new_tokens)
+
+
+def summarise(drafted: list[int], accepted: list[int], prompts: int, new_tokens: int) -> dict:
+    """The report of counts per draft position: acceptance (cumulative, as vLLM counts it), conditional acceptance
+    and the expected tokens per verification step for each k."""
+    k_max = len(drafted)
     cum = [a / d if d else None for a, d in zip(accepted, drafted)]
     cond = [(cum[j] / cum[j - 1] if j and cum[j - 1] else cum[j]) for j in range(k_max)]
     expected = {}
     for k in range(1, k_max + 1):
         expected[str(k)] = 1 + sum(c for c in cum[:k] if c is not None)
-    return {"prompts": len(prompts), "max_new_tokens": new_tokens, "drafted_per_position": drafted,
-            "accepted_per_position": accepted, "acceptance_per_position": cum,
+    return {"prompts": prompts, "max_new_tokens": new_tokens, "drafted_per_position": list(drafted),
+            "accepted_per_position": list(accepted), "acceptance_per_position": cum,
             "conditional_acceptance_per_position": cond, "expected_tokens_per_step": expected}
 
 
-def heldout_prompts(tok, n: int, seed: int, max_len: int) -> list[list[int]]:
-    """FIM prompts (PSM, cut as the house training cuts them) from held-out files, middle removed."""
+def language_reports(drafter, target, groups: dict[str, list[list[int]]], new_tokens: int, eos: int | None,
+                     device) -> dict:
+    """:func:`acceptance_report` over the prompts of every language together, with each language's own report
+    under ``by_language``."""
+    by_lang = {lang: acceptance_report(drafter, target, prompts, new_tokens, eos, device, desc=f"held-out {lang}")
+               for lang, prompts in groups.items()}
+    reports = list(by_lang.values())
+    k_max = len(reports[0]["drafted_per_position"]) if reports else 8
+    total = summarise([sum(r["drafted_per_position"][j] for r in reports) for j in range(k_max)],
+                      [sum(r["accepted_per_position"][j] for r in reports) for j in range(k_max)],
+                      sum(r["prompts"] for r in reports), new_tokens)
+    if len(by_lang) > 1:
+        total["by_language"] = by_lang
+    return total
+
+
+def heldout_prompts(tok, n: int, seed: int, max_len: int, archive: str | None = None) -> dict[str, list[list[int]]]:
+    """FIM prompts (PSM, cut as the house training cuts them) from held-out files, middle removed, by language:
+    from a held-out corpus archive (``--heldout``; ``n`` prompts per language, its files in a seeded order), else
+    ``n`` from this machine's Python held-out split (``python-local``)."""
     from . import corpus
+
+    rng = random.Random(seed)
+    if archive is None:
+        return {"python-local": _fim_prompts(tok, (t for _, t in corpus.iter_texts("heldout", 20_000_000)), n, rng,
+                                             max_len)}
+    by_lang: dict[str, list[str]] = {}
+    for _, lang, text in corpus.read_archive(archive):
+        by_lang.setdefault(lang, []).append(text)
+    out = {}
+    for lang in sorted(by_lang):
+        texts = by_lang[lang]
+        rng.shuffle(texts)
+        out[lang] = _fim_prompts(tok, texts, n, rng, max_len)
+    return out
+
+
+def _fim_prompts(tok, texts, n: int, rng: random.Random, max_len: int) -> list[list[int]]:
     from .fim import chunks, split_fim
     from .tokenizer import FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
 
-    rng = random.Random(seed)
     ids = {t: tok.token_to_id(t) for t in (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE)}
     out = []
-    for _, text in corpus.iter_texts("heldout", 20_000_000):
+    for text in texts:
         for ch in chunks(text):
             if rng.random() > 0.3:
                 continue
@@ -376,9 +426,9 @@ def choose_draft_vocab(stream: np.ndarray, vocab: int, size: int) -> torch.Tenso
 def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
-    from . import corpus
     from .fim import encode_samples, pack
     from .tokenizer import EOS, load_tokenizer
+    from .train import corpus_texts                # the archive reader `completer train --corpus` uses
 
     ap = argparse.ArgumentParser(prog="completer train-drafter", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -389,14 +439,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps-ahead", type=int, default=6, help="unrolled draft steps in training (TTT)")
     ap.add_argument("--batch", type=int, default=None, help="windows per step (default 32 on a GPU, 4 on CPU)")
     ap.add_argument("--seq-len", type=int, default=None, help="tokens per window (default 1024 GPU / 256 CPU)")
-    ap.add_argument("--corpus-mb", type=float, default=None, help="MB of train-split text (default 60 GPU / 5 CPU)")
+    ap.add_argument("--corpus-mb", type=float, default=None, help="MB of train-split text (default 60 GPU / 5 CPU), "
+                    "from each --corpus")
+    ap.add_argument("--corpus", action="append",
+                    help="train on this corpus archive (python -m completer.models.corpus build: the mix the target "
+                         "was trained on) instead of this machine's Python files; repeat for several (each up to "
+                         "--corpus-mb; 'python' = this machine's Python train split)")
+    ap.add_argument("--heldout", help="held-out corpus archive: the acceptance report's prompts come from it, "
+                    "--eval-prompts per language, with a report per language (default: this machine's Python "
+                    "held-out split)")
     ap.add_argument("--draft-vocab", type=int, default=None,
                     help="draft vocabulary size (most frequent ids); default: the target's whole vocabulary if it "
                          "is at most 32768, else 32000")
     ap.add_argument("--aux-layers", default=None, help="comma-separated target depths (id k = after k layers)")
     ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--eval-prompts", type=int, default=None, help="held-out prompts for the acceptance report "
-                    "(default 100 GPU / 20 CPU)")
+    ap.add_argument("--eval-prompts", type=int, default=None, help="held-out prompts for the acceptance report, "
+                    "per language with --heldout (default 100 GPU / 20 CPU)")
     ap.add_argument("--eval-tokens", type=int, default=48, help="greedy target tokens per held-out prompt")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--seed", type=int, default=1234)
@@ -404,6 +462,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report-only", action="store_true",
                     help="no training: write the held-out acceptance report of the drafter already in --out")
     args = ap.parse_args(argv)
+    for a in [x for x in args.corpus or () if x != "python"] + ([args.heldout] if args.heldout else []):
+        if not Path(a).is_file():                  # before minutes of loading and training, not after
+            raise SystemExit(f"completer train-drafter: no corpus archive {a} (python -m completer.models.corpus "
+                             f"build DIR writes DIR/train.jsonl.xz and DIR/heldout.jsonl.xz)")
     t0 = time.time()
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
@@ -412,10 +474,10 @@ def main(argv: list[str] | None = None) -> int:
     corpus_mb = args.corpus_mb or (60 if gpu else 5)
     n_eval = args.eval_prompts if args.eval_prompts is not None else (100 if gpu else 20)
     random.seed(args.seed), np.random.seed(args.seed), torch.manual_seed(args.seed)
-    from . import resolve_model                    # house:<name> (house:v2/target: its packed weights unpacked)
+    from . import resolve_model
 
-    try:
-        target_dir = resolve_model(args.target) if args.target.startswith("house:") else Path(args.target)
+    try:   # house:<name> or a folder; packed weights (house:v2/target's int4) dequantised as vLLM is given them
+        target_dir = resolve_model(args.target)
     except FileNotFoundError as e:
         raise SystemExit(f"completer train-drafter: {e}")
     if not (target_dir / "tokenizer.json").is_file():
@@ -445,8 +507,12 @@ def main(argv: list[str] | None = None) -> int:
         drafter = Eagle3Drafter.load(out, device=device, dtype=torch.float32)
         meta = json.loads((out / "train_meta.json").read_text()) if (out / "train_meta.json").is_file() else {}
         return _report(drafter, target, tok, eos, n_eval, args, tc, device, amp, out, meta, t0)
-    print(f"encoding up to {corpus_mb} MB of FIM samples ...", flush=True)
-    texts = [t for _, t in corpus.iter_texts("train", int(corpus_mb * 1e6))]
+    print(f"encoding up to {corpus_mb} MB of FIM samples" + (f" from each of {', '.join(args.corpus)}"
+                                                             if args.corpus else "") + " ...", flush=True)
+    try:
+        texts = corpus_texts(args.corpus, int(corpus_mb * 1e6))
+    except OSError as e:                                   # a missing or unreadable archive
+        raise SystemExit(f"completer train-drafter: cannot read the corpus: {e}")
     random.Random(args.seed).shuffle(texts)
     try:
         stream = encode_samples(texts, tok, seed=args.seed)
@@ -504,9 +570,11 @@ def main(argv: list[str] | None = None) -> int:
     bar.close()
     drafter.eval()
     meta = {"command": "completer train-drafter " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "target": str(target_dir), "device": torch.cuda.get_device_name(0) if gpu else platform.processor() or "cpu",
+            "target": args.target, "target_folder": str(target_dir),
+            "device": torch.cuda.get_device_name(0) if gpu else platform.processor() or "cpu",
             "torch": torch.__version__, "config": asdict(cfg), "steps": step, "batch": batch, "seq_len": seq_len,
             "steps_ahead": args.steps_ahead, "train_tokens": int(len(stream)), "train_files": len(texts),
+            "corpus": args.corpus or "this machine's Python (stdlib + site-packages), train split",
             "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
             "train_top1_per_step": agree, "params": sum(p.numel() for p in drafter.parameters()),
             "seconds_training": time.time() - start}
@@ -515,16 +583,25 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(drafter, target, tok, eos, n_eval, args, tc, device, amp, out: Path, meta: dict, t0: float) -> int:
-    print(f"acceptance report on {n_eval} held-out FIM prompts ...", flush=True)
-    prompts = heldout_prompts(tok, n_eval, args.seed + 7, max_len=min(900, tc.max_position_embeddings - 64))
+    if n_eval <= 0:
+        print(f"wrote {out}/config.json, model.safetensors, train_meta.json ({time.time() - t0:.0f}s); no held-out "
+              f"report (--eval-prompts 0): run the same command with --report-only for it", flush=True)
+        return 0
+    print(f"acceptance report on {n_eval} held-out FIM prompts" + (" per language" if args.heldout else "") + " ...",
+          flush=True)
+    groups = heldout_prompts(tok, n_eval, args.seed + 7, max_len=min(900, tc.max_position_embeddings - 64),
+                             archive=args.heldout)
     with amp:
-        report = acceptance_report(drafter, target, prompts, args.eval_tokens, eos, device)
+        report = language_reports(drafter, target, groups, args.eval_tokens, eos, device)
+    report["heldout"] = args.heldout or "this machine's Python held-out split"
     report["command"] = "completer train-drafter " + " ".join(sys.argv[1:])
     report["device"] = torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor() or "cpu"
     meta.update(heldout=report, seconds_total=time.time() - t0)
     (out / "train_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     acc = ", ".join(f"{a:.2f}" for a in report["acceptance_per_position"] if a is not None)
     print(f"held-out greedy acceptance per position (vLLM's count): {acc}", flush=True)
+    for lang, r in report.get("by_language", {}).items():
+        print(f"  {lang}: " + ", ".join(f"{a:.2f}" for a in r["acceptance_per_position"] if a is not None), flush=True)
     print("expected tokens per step by k: " + ", ".join(f"k={k} {v:.2f}" for k, v in
                                                          report["expected_tokens_per_step"].items()), flush=True)
     print(f"wrote {out}/config.json, model.safetensors, train_meta.json ({time.time() - t0:.0f}s)", flush=True)

@@ -141,3 +141,16 @@ def test_committed_manifest_is_well_formed():
     assert {"python", "c", "javascript", "typescript", "go", "rust"} <= langs
     for s in m["sources"]:
         assert s["roots"] and s["ext"] and s["max_mb"] > 0 and isinstance(s["apt"], list)
+
+
+def test_subset_keeps_every_languages_share_in_archive_order(tmp_path):
+    """The drafter's small device archive: each language keeps its share of the text, taken from its first files."""
+    files = ([{"rel": f"p{i}.py", "language": "python", "text": "x = 1\n" * 10_000} for i in range(30)] +
+             [{"rel": f"g{i}.go", "language": "go", "text": "var x = 1\n" * 10_000} for i in range(10)])
+    corpus.write_archive(files, tmp_path / "all.jsonl.xz")
+    total = sum(len(f["text"]) for f in files)
+    report = corpus.subset_archive(tmp_path / "all.jsonl.xz", tmp_path / "small.jsonl.xz", total / 2 / 1e6)
+    got = list(corpus.read_archive(tmp_path / "small.jsonl.xz"))
+    assert [r for r, _, _ in got] == [f"p{i}.py" for i in range(15)] + [f"g{i}.go" for i in range(5)]
+    assert report["files"] == 20 and report["mb_by_language"] == {"go": 0.5, "python": 0.9}
+    assert report["archive_bytes"] == (tmp_path / "small.jsonl.xz").stat().st_size

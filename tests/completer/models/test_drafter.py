@@ -3,6 +3,7 @@ checkpoint has the names and config keys vLLM 0.26's ``llama_eagle3.py`` loads."
 
 import json
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -132,3 +133,51 @@ def test_train_drafter_command_for_a_users_qwen2_target(tmp_path):
     assert len(report["acceptance_per_position"]) == 8 and report["drafted_per_position"][0] > 0
     assert all(a <= d for a, d in zip(report["accepted_per_position"], report["drafted_per_position"]))
     assert json.loads((out / "config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle3"]
+
+
+def test_train_drafter_on_a_corpus_archive_for_the_packed_house_v2_target(tmp_path):
+    """house v2's drafter: the int4-packed target folder (dequantised as the vLLM backend is given it), a corpus
+    archive of several languages (--corpus, read as `completer train --corpus` reads it), no report during training
+    (--eval-prompts 0, as on the device), then --report-only on a held-out archive: one report per language."""
+    from completer.cli import main
+    from completer.models import HOUSE_DIR, corpus, resolve_model
+    from completer.models.llama import LlamaForCausalLM
+
+    src = {"go": "package main\n\nfunc add(a, b int) int {\n\treturn a + b\n}\n\n",
+           "rust": "fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\n",
+           "c": "static int add(int a, int b) {\n    return a + b;\n}\n\n"}
+    corpus.write_archive([{"rel": f"{lang}{i}", "language": lang, "text": text * (20 + i)}
+                          for lang, text in src.items() for i in range(3)], tmp_path / "train.jsonl.xz")
+    corpus.write_archive([{"rel": f"h-{lang}{i}", "language": lang, "text": text * 30} for lang, text in src.items()
+                          if lang != "c" for i in range(12)], tmp_path / "heldout.jsonl.xz")
+    target = HOUSE_DIR / "v2" / "target"
+    assert (target / "model.quant").is_file() and not (target / "model.safetensors").exists()
+    out = tmp_path / "eagle3"
+    common = ["--target", str(target), "--out", str(out), "--device", "cpu", "--eval-tokens", "4"]
+    assert main(["train-drafter", *common, "--corpus", str(tmp_path / "train.jsonl.xz"), "--max-steps", "3",
+                 "--batch", "2", "--seq-len", "64", "--steps-ahead", "2", "--eval-prompts", "0"]) == 0
+    meta = json.loads((out / "train_meta.json").read_text())
+    assert meta["steps"] == 3 and meta["train_files"] == 9 and meta["corpus"] == [str(tmp_path / "train.jsonl.xz")]
+    assert meta["target_folder"] == str(resolve_model("house:v2/target")) and "heldout" not in meta
+    # the hidden states it trained on are those of the dequantised weights (what vLLM loads), not of anything else
+    loaded = LlamaForCausalLM.from_pretrained(meta["target_folder"])
+    from completer.models import quant
+    torch.testing.assert_close(loaded.model.layers[0].self_attn.q_proj.weight,
+                               quant.dequantised_state(target)["model.layers.0.self_attn.q_proj.weight"].float())
+
+    assert main(["train-drafter", *common, "--report-only", "--heldout", str(tmp_path / "heldout.jsonl.xz"),
+                 "--eval-prompts", "2"]) == 0
+    report = json.loads((out / "train_meta.json").read_text())["heldout"]
+    assert sorted(report["by_language"]) == ["go", "rust"] and report["prompts"] == 4
+    for j in range(8):
+        assert report["drafted_per_position"][j] == sum(r["drafted_per_position"][j]
+                                                        for r in report["by_language"].values())
+    assert report["drafted_per_position"][0] > 0
+
+
+def test_train_drafter_refuses_a_missing_archive_before_loading_anything(tmp_path):
+    from completer.cli import main
+
+    with pytest.raises(SystemExit, match="no corpus archive"):
+        main(["train-drafter", "--target", "house:v2/target", "--out", str(tmp_path / "d"),
+              "--corpus", str(tmp_path / "nope.jsonl.xz")])
