@@ -298,22 +298,41 @@ def _loadavg() -> str | None:
         return None
 
 
-def house_info() -> dict | None:
-    """Which shipped house pair ran (its training metadata), so results say what model produced them."""
+def house_info(model: str | None = None) -> dict | None:
+    """Which shipped house pair ran (its training metadata), so results say what model produced them: the pair of
+    ``model``, the engine's model setting (None: the engine's default, house v2), read from that pair's folder
+    (``house:target`` -> completer/models/house/, ``house:v2/target`` -> completer/models/house/v2/); None for a
+    model that is not a shipped house model."""
+    from completer.engine.config import DEFAULT_MODEL
+
+    spec = model or DEFAULT_MODEL
+    if not spec.startswith("house:"):
+        return None
     house = HERE.parent / "completer" / "models" / "house"
-    info: dict = {}
+    folder = (house / spec.split(":", 1)[1]).parent
+    info: dict = {"model": spec, "folder": folder.relative_to(HERE.parent).as_posix()}
     try:
-        meta = json.loads((house / "train_meta.json").read_text())
-        info = {k: meta.get(k) for k in ("command", "preset", "device", "steps", "seed")}
+        meta = json.loads((folder / "train_meta.json").read_text())
+        info.update({k: meta.get(k) for k in ("command", "preset", "device", "steps", "seed")})
     except (OSError, ValueError):
         pass
     try:
-        for ln in (house / "REPORT.md").read_text().splitlines():
+        for ln in (folder / "REPORT.md").read_text().splitlines():
             if ln.strip().startswith("trained-on:"):
                 info["trained_on"] = ln.split(":", 1)[1].strip()
     except OSError:
         pass
-    return info or None
+    return info
+
+
+def houses_used(results: list[dict], base: dict) -> dict | None:
+    """:func:`house_info` of the model the configurations ran (the engine's model as the server reported it, else
+    as configured, else the default); with several models, ``{model: info}``."""
+    models = sorted({(r.get("engine_config") or {}).get("model") or (r.get("options") or {}).get("engine", {}).get(
+        "model") or (base.get("engine") or {}).get("model") or "" for r in results} or {""})
+    if len(models) == 1:
+        return house_info(models[0] or None)
+    return {m or "default": house_info(m or None) for m in models}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -378,7 +397,7 @@ async def amain(args) -> dict:
         bar.close()
     return {"date": started, "machine": machine(), "command": " ".join(["python -m bench.replay"] + [shlex.quote(a) for a in sys.argv[1:]]),
             "transport": "ws (connect)" if args.connect else args.transport, "speed": args.speed,
-            "pause_ms": args.pause_ms, "house": house_info(),
+            "pause_ms": args.pause_ms, "house": houses_used(results, base),
             "traces": [{"name": n, "keystrokes": t.keystrokes, "duration_s": t.events[-1].t_ms / 1000,
                         "language": t.header.language_id, "source": t.header.meta.get("source")} for n, t in traces],
             "configs": results}

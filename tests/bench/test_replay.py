@@ -110,3 +110,20 @@ def test_right_is_the_first_line_the_document_then_holds_at_the_cursor():
     assert replay.right("\n    y = compute(x)\n    z", "x = 1\nif x:", final)  # block: through its first line
     assert not replay.right("1", "x = 2", final)                               # the text before changed (typo)
     assert not replay.right("  \n", "x = ", final)                            # nothing to show is not right
+
+
+def test_house_info_is_the_pair_that_ran():
+    """Results name the house pair the engine ran: house v2 (the default) from house/v2/, v1 from house/; a model
+    that is not a shipped house model has none."""
+    v2 = replay.house_info(None)
+    assert v2["model"] == "house:v2/target" and v2["folder"] == "completer/models/house/v2"
+    assert "--corpus .corpus/train.jsonl.xz" in v2["command"] and v2["trained_on"] == "nvidia-h200"
+    assert replay.house_info("house:v2/target") == v2
+    v1 = replay.house_info("house:target")
+    assert v1["folder"] == "completer/models/house" and "--corpus" not in v1["command"]
+    assert replay.house_info("/models/Qwen2.5-Coder-7B") is None
+    ran = [{"engine_config": {"model": "house:target"}, "options": {}}]
+    assert replay.houses_used(ran, {"engine": {}}) == v1
+    assert replay.houses_used([{"options": {}}], {"engine": {}}) == v2        # nothing reported: the default
+    both = replay.houses_used(ran + [{"engine_config": {"model": "house:v2/target"}}], {})
+    assert both == {"house:target": v1, "house:v2/target": v2}
