@@ -95,6 +95,7 @@ class Load:
     BUSY_AT, MIN_AT, LAG_FACTOR = 0.8, 0.5, 3.0
     LAG_TICK_S = 0.05                # the lateness probe: a sleep of this long, timed, while flights run
     LAG_HALF_LIFE_S = 2.0            # the lateness estimate is a decaying maximum with this half-life
+    MAX_LAG_AT = 0.1                 # no new engine request while the loop's lateness is over this share of the bound
 
     def __init__(self, clock=time.perf_counter) -> None:
         self.running = 0
@@ -131,6 +132,15 @@ class Load:
         top, seen = self._lag
         return top * 0.5 ** (((self._clock() if now is None else now) - seen) / self.LAG_HALF_LIFE_S)
 
+    def behind(self, bound_s: float) -> bool:
+        """Whether the event loop runs its timers later than ``MAX_LAG_AT`` of the bound: then it is behind on its
+        messages (it reads them, fires their deadlines and writes their answers that late) and a new engine request
+        (its prompt planned on this loop, its tokens streamed through it) would only put it further behind. At 50
+        clients typing without pauses on 2 cores, planning engine requests that the next keystroke superseded
+        anyway took most of the loop (25 of 30 s, 6,652 engine requests, none finished) and its timers ran up to
+        0.3-0.5 s late: messages answered after 1 s (issue 13)."""
+        return self.lag_s() > self.MAX_LAG_AT * bound_s
+
     def answer_by(self, bound_s: float) -> float:
         """Seconds after a request's arrival by which its answer must be decided (the "busy" answer at the bound
         sent, or a new engine request predicted to finish), so that it reaches the client within ``bound_s``."""
@@ -143,9 +153,11 @@ class Load:
             self._measured(seconds / concurrency)
 
     def too_slow(self, seconds: float, concurrency: int) -> None:
-        """A flight had not answered after ``seconds`` (the bound): its time is at least that. Raises the estimate
-        when it is below (a lower bound only raises it); without this, an engine so overloaded that nothing ever
-        finishes would never measure anything and keep admitting everything."""
+        """A flight had not answered after ``seconds`` (the bound, or its abort when the next keystroke superseded
+        it first): its time is at least that. Raises the estimate when it is below (a lower bound only raises it);
+        without this, an engine so overloaded that nothing ever finishes would never measure anything and keep
+        admitting everything (and the adaptive debounce, which waits out keystrokes that would supersede the
+        engine request, would never learn that they do)."""
         if concurrency > 0 and (self.slot_s is None or seconds / concurrency > self.slot_s):
             self._measured(seconds / concurrency)
 

@@ -11,9 +11,10 @@ order. While a message waits in the inbox:
 - a ``$/cancelRequest`` for a request still waiting answers that request -32800 and removes it;
 - over ``capacity`` waiting requests, a new completion request is answered at once with -32803 "server busy" instead
   of queueing without bound;
-- a completion request that waited longer than ``max_wait_s`` before its turn (the server is that far behind) is
-  answered -32803 "server busy" when its turn comes, instead of being started late (issue 13: every message answered,
-  refused or superseded within 1 s; the request lifecycle's ``answerBoundMs`` counts from the handling on);
+- a completion request still waiting ``max_wait_s`` after it was read (the server is that far behind) is answered
+  -32803 "server busy" then, by a timer set when it was read, not when the handler reaches it, and is not started
+  (issue 13: every message answered, refused or superseded within 1 s; the request lifecycle's ``answerBoundMs``
+  counts from its arrival too);
 - notifications (``didChange`` above all) are never dropped or reordered: every edit is applied, in order. Past
   ``hard_limit`` waiting messages the reader stops reading (the client's writes block), so memory stays bounded.
 """
@@ -45,6 +46,7 @@ class _Waiting:
     id: Any = None                   # request id (None: a notification, or a message we could not read)
     completion_uri: str | None = None
     arrived: float = 0.0             # time.perf_counter() when it was read
+    expiry: asyncio.TimerHandle | None = None   # max_wait_s after arrival: answered busy if still waiting
 
 
 @dataclass
@@ -94,6 +96,11 @@ class Inbox:
                                   f"the completion was not started (ask again)")
                 return
         self._queue.append(item)
+        if item.completion_uri is not None and self.max_wait_s is not None:
+            try:
+                item.expiry = asyncio.get_running_loop().call_later(self.max_wait_s, self._expire, item)
+            except RuntimeError:           # no running loop (put from plain code): get() still checks the wait
+                pass
         self.stats.depth = len(self._queue)
         self.stats.max_depth = max(self.stats.max_depth, self.stats.depth)
         if len(self._queue) >= self.hard_limit:
@@ -116,15 +123,14 @@ class Inbox:
                 self._ready.clear()
                 await self._ready.wait()
             item = self._queue.popleft()
+            if item.expiry is not None:
+                item.expiry.cancel()
             self.stats.depth = len(self._queue)
             if len(self._queue) < self.hard_limit:
                 self._room.set()
             waited = self._clock() - item.arrived
             if item.completion_uri is not None and self.max_wait_s is not None and waited > self.max_wait_s:
-                self.stats.late += 1
-                self._reply_error(item.id, REQUEST_FAILED,
-                                  f"server busy: the request waited {waited * 1000:.0f} ms for its turn (over "
-                                  f"{self.max_wait_s * 1000:.0f} ms); not started (ask again)")
+                self._late(item, waited)
                 continue
             ARRIVED.set(item.arrived)
             return item.body
@@ -133,9 +139,29 @@ class Inbox:
         self._closed = True
         self._ready.set()
 
+    def _late(self, item: _Waiting, waited: float) -> None:
+        self.stats.late += 1
+        self._reply_error(item.id, REQUEST_FAILED,
+                          f"server busy: the request waited {waited * 1000:.0f} ms for its turn (over "
+                          f"{self.max_wait_s * 1000:.0f} ms); not started (ask again)")
+
+    def _expire(self, item: _Waiting) -> None:
+        """``max_wait_s`` after ``item`` arrived: answered busy and removed if it is still waiting."""
+        item.expiry = None
+        for i, w in enumerate(self._queue):
+            if w is item:
+                del self._queue[i]
+                self.stats.depth = len(self._queue)
+                if len(self._queue) < self.hard_limit:
+                    self._room.set()
+                self._late(item, self._clock() - item.arrived)
+                return
+
     def _drop(self, match: Callable[[_Waiting], bool], why: str) -> int:
         gone = [w for w in self._queue if w.id is not None and match(w)]
         for w in gone:
+            if w.expiry is not None:
+                w.expiry.cancel()
             self._queue.remove(w)
             self._reply_error(w.id, REQUEST_CANCELLED, f"request {w.id!r} {why}")
         self.stats.depth = len(self._queue)

@@ -22,7 +22,8 @@ The completion itself is ``completer.pipeline`` (plan -> engine request -> post-
   connection's engine requests share one engine: :class:`lsp.flight.Load`), and at the bound when the answer has
   not come by then (the engine request is then left to the next keystroke for a short grace, as a cancelled one),
   unless it is the only completion running: then there is no load to shed and its answer is waited for (a first
-  completion on a slow machine gets its ghost text late rather than never; "busy" after all if others start).
+  completion on a slow machine gets its ghost text late rather than never; "busy" after all if others start); and at
+  once, without planning a prompt, while the event loop is behind (:meth:`lsp.flight.Load.behind`) and others run.
 
 With ``cancelStaleRequests: false`` every request runs its own engine request to the end (as naive servers do), for
 benchmarks.
@@ -85,6 +86,7 @@ class ServerStats:
     background_finished: int = 0     # engine requests that finished after their answer (into the type-through cache)
     flights_diverged: int = 0        # engine requests aborted because the document no longer matched them
     refused_busy: int = 0            # refused at once: a new engine request was predicted over answerBoundMs
+    refused_behind: int = 0          # refused at once: the event loop was behind (Load.behind), nothing started
     busy_at_bound: int = 0           # answered "busy" at answerBoundMs: the answer had not come by then
     bound_alone: int = 0             # past answerBoundMs with no other completion running: waited on, not refused
     predicted_ms: float | None = None         # predicted time of the last new engine request (lsp.flight.Load)
@@ -254,6 +256,10 @@ class Lifecycle:
             await asyncio.sleep(wait_ms / 1000)
         predicted = self.load.predicted_s()
         self.stats.predicted_ms = None if predicted is None else predicted * 1000
+        if bound_s is not None and self.load.running >= 2 and self.load.behind(bound_s):   # load to shed
+            self.stats.refused_behind += 1
+            raise Busy(f"server busy: it is {self.load.lag_s() * 1000:.0f} ms behind on its messages (over "
+                       f"{Load.MAX_LAG_AT * cfg.answer_bound_ms:.0f} ms); the completion was not started (ask again)")
         if bound_s is not None and not self.load.admits(deadline - time.perf_counter()):
             self.stats.refused_busy += 1
             raise Busy(f"server busy: {self.load.running} completions are running and a new one would take about "
@@ -347,7 +353,11 @@ class Lifecycle:
                                                              name=f"flight {gen.request.request_id}")
 
         def landed(_task: asyncio.Task) -> None:   # however it ended, even cancelled before it ever ran
-            self.load.ended(gen.ended - gen.started if gen.finished and gen.ended is not None else None, concurrency)
+            if gen.finished and gen.ended is not None:
+                self.load.ended(gen.ended - gen.started, concurrency)
+            else:                              # aborted (superseded, diverged) or failed before its end: its time
+                self.load.ended(None, concurrency)     # is at least how long it ran
+                self.load.too_slow(time.perf_counter() - gen.started, concurrency)
 
         flight.task.add_done_callback(landed)
         return flight, waited

@@ -130,3 +130,21 @@ async def test_the_handler_task_sees_when_its_message_arrived():
     assert await inbox.get() is not None
     seen = await asyncio.get_running_loop().create_task(asyncio.sleep(0, ARRIVED.get()))   # a task made now
     assert seen == 5.0
+
+
+async def test_a_waiting_completion_is_answered_busy_at_its_deadline_even_if_the_handler_never_comes():
+    """Issue 13: the "busy" answer for a request still waiting max_wait_s after it was read comes from a timer set
+    on arrival, not from the handler reaching it (a handler behind other messages would answer late); the edit
+    waiting with it is kept."""
+    replies: list[tuple] = []
+    inbox = Inbox(lambda i, code, text: replies.append((i, code, text)), max_wait_s=0.05)
+    inbox.put(inline(1))
+    inbox.put(change(2))
+    inbox.put(inline(2, uri="file:///b.py"))
+    taken = await inbox.get()                     # the didChange's turn never comes before the deadline
+    assert json.loads(taken)["id"] == 1           # request 1 was handed over in time: its answer is the handler's
+    await asyncio.sleep(0.2)
+    assert [(i, code) for i, code, _ in replies] == [(2, REQUEST_FAILED)]
+    assert "server busy" in replies[0][2] and inbox.stats.late == 1 and len(inbox) == 1
+    handled = await drain(inbox)
+    assert [m["method"] for m in handled] == ["textDocument/didChange"]

@@ -436,3 +436,40 @@ async def test_loop_lateness_is_probed_while_flights_run():
     load.ended(None, 1)
     await asyncio.sleep(Load.LAG_TICK_S * 3)
     assert load._probe.done()                              # no flights: the probe stops
+
+
+async def test_a_new_engine_request_is_refused_busy_while_the_event_loop_is_behind_but_the_cache_still_answers():
+    """Issue 13: with completions running and the event loop running its timers late (over 10% of answerBoundMs), a
+    request that needs a new engine request is answered "busy" at once, without planning a prompt or starting one;
+    typing through the last ghost text is still answered (no engine work)."""
+    from lsp.lifecycle import Busy
+
+    lc, host, engine, cfg = make(step_s=0.05, answerBoundMs=1000)
+    host.start(cfg.engine)
+    others = [asyncio.ensure_future(lc.complete(Snapshot(u, "y = ", 1), 4)) for u in ("a", "b")]
+    await wait_for(lambda: lc.load.running == 2)
+    lc.load.note_lag(0.3)                                   # a timer ran 300 ms late
+    with pytest.raises(Busy, match="behind on its messages"):
+        await lc.complete(Snapshot("u", "x = ", 1), 4)
+    assert lc.stats.refused_behind == 1 and lc.stats.engine_requests == 2 and len(engine.prompts) <= 2
+    lc._shown["v"] = _Shown("z = ", "", "foo()")
+    assert (await lc.complete(Snapshot("v", "z = f", 2), 5)).text == "oo()"
+    for t in others:
+        t.cancel()
+    await wait_for(lambda: lc.load.running == 0)
+
+
+async def test_an_engine_request_aborted_before_its_end_raises_the_estimate_to_its_running_time():
+    """Continuous typing supersedes every engine request before it ends; without a measurement from them the
+    estimate stayed empty and every keystroke planned and started a new one (all aborted). An abort after t seconds
+    says the request takes at least t."""
+    lc, host, engine, cfg = make(step_s=0.05)
+    host.start(cfg.engine)
+    t = asyncio.ensure_future(lc.complete(Snapshot("a", "x = ", 1), 4))
+    await wait_for(lambda: lc.load.running == 1)
+    await asyncio.sleep(0.1)
+    lc.document_closed("a")
+    with pytest.raises(asyncio.CancelledError):
+        await t
+    await wait_for(lambda: lc.load.running == 0)
+    assert lc.load.slot_s is not None and lc.load.slot_s >= 0.1
