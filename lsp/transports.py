@@ -16,7 +16,7 @@ import sys
 import threading
 from typing import Callable
 
-from pygls.io_ import StdinAsyncReader, StdoutWriter, WebSocketWriter
+from pygls.io_ import StdinAsyncReader, StdoutWriter
 
 from . import security
 from .engine_host import EngineHost
@@ -31,6 +31,43 @@ def _limited(reader, server, policy: security.Policy):
         server.protocol.send_error(None, -32600, f"message of {n} bytes exceeds the limit of "
                                                  f"{policy.max_message_bytes} (--max-message-bytes)")
     return security.FrameLimitReader(reader, policy.max_message_bytes, oversize)
+
+
+class WebSocketWriter:
+    """pygls' writer interface over a websocket, writing each message at once.
+
+    pygls' own ``WebSocketWriter`` returns ``websocket.send(...)``, a coroutine that pygls wraps in a Task, so an
+    answer reached the socket only when the event loop came round to that Task: at 50 clients on 2 cores, 170 ms
+    (p99) and up to 320 ms after the answer was decided, on top of a 1 s bound (issue 13). Here the frame is
+    handed to the transport in the same call (``transport.write`` sends what the socket takes and buffers the
+    rest), as a binary frame like pygls'; when that is not possible (the connection is not open, the write buffer
+    is over its high-water mark, a fragmented send is in progress, or a websockets version without these
+    attributes), it falls back to ``websocket.send``."""
+
+    def __init__(self, ws):
+        self._ws = ws
+
+    def close(self):
+        return self._ws.close()
+
+    def write(self, data: bytes):
+        if self.writable_now():
+            try:
+                self._ws.protocol.send_binary(data)
+                self._ws.send_data()
+            except Exception:          # the transport failed (the client is gone): the reader ends the connection
+                log.debug("websocket write failed", exc_info=True)
+            return None
+        return self._ws.send(data)
+
+    def writable_now(self) -> bool:
+        from websockets.protocol import State
+
+        ws = self._ws
+        protocol = getattr(ws, "protocol", None)
+        return (protocol is not None and getattr(protocol, "state", None) is State.OPEN
+                and hasattr(ws, "send_data") and getattr(ws, "paused", True) is False
+                and getattr(ws, "send_in_progress", False) is None)
 
 
 def _inbox(server) -> Inbox:
