@@ -99,6 +99,7 @@ class Load:
 
     def __init__(self, clock=time.perf_counter) -> None:
         self.running = 0
+        self.asked = 0                   # completion requests that came to the process (every connection's), a count
         self.slot_s: float | None = None
         self._clock = clock
         self._lag = (0.0, clock())      # (largest recent lateness, when it was seen)

@@ -21,9 +21,10 @@ The completion itself is ``completer.pipeline`` (plan -> engine request -> post-
   "server busy" rather than queued: at once when a new engine request is predicted to take longer (every
   connection's engine requests share one engine: :class:`lsp.flight.Load`), and at the bound when the answer has
   not come by then (the engine request is then left to the next keystroke for a short grace, as a cancelled one),
-  unless it is the only completion running: then there is no load to shed and its answer is waited for (a first
-  completion on a slow machine gets its ghost text late rather than never; "busy" after all if others start); and at
-  once, without planning a prompt, while the event loop is behind (:meth:`lsp.flight.Load.behind`) and others run.
+  unless it is the only completion running and no other has been asked for since it came: then there is no load to
+  shed and its answer is waited for (a first completion on a slow machine gets its ghost text late rather than never;
+  "busy" after all if others start or are asked for); and at once, without planning a prompt, while the event loop
+  is behind (:meth:`lsp.flight.Load.behind`) and others run.
 
 With ``cancelStaleRequests: false`` every request runs its own engine request to the end (as naive servers do), for
 benchmarks.
@@ -88,7 +89,7 @@ class ServerStats:
     refused_busy: int = 0            # refused at once: a new engine request was predicted over answerBoundMs
     refused_behind: int = 0          # refused at once: the event loop was behind (Load.behind), nothing started
     busy_at_bound: int = 0           # answered "busy" at answerBoundMs: the answer had not come by then
-    bound_alone: int = 0             # past answerBoundMs with no other completion running: waited on, not refused
+    bound_alone: int = 0             # past answerBoundMs with no other completion running or asked for: waited on
     predicted_ms: float | None = None         # predicted time of the last new engine request (lsp.flight.Load)
     debounce_ms: float | None = None          # the wait before the last new engine request
     typing_interval_ms: float | None = None   # median interval between this client's recent edits
@@ -232,6 +233,8 @@ class Lifecycle:
                            trees: Trees | None, t0: float) -> Completion:
         """Answer from the document's flight when the user typed what it writes; else debounce, start a new one.
         ``t0``: when the request came (``answerBoundMs`` counts from it)."""
+        self.load.asked += 1
+        asked = self.load.asked            # alone past the bound only while no other completion has been asked for
         bound_s = cfg.answer_bound_ms / 1000 if cfg.answer_bound_ms else None
         # the "busy" answer's time: 80% of the bound, earlier when the event loop lags (Load.answer_by)
         deadline = None if bound_s is None else t0 + self.load.answer_by(bound_s)
@@ -239,7 +242,7 @@ class Lifecycle:
         if flight is not None and cfg.reuse_in_flight:
             typed = flight.typed(snap.text, offset)
             if typed is not None:
-                text = await self._wait(flight, typed, cfg, deadline)
+                text = await self._wait(flight, typed, cfg, deadline, asked)
                 if text is not None:
                     self.stats.reuses += 1
                     return Completion(text, offset, reused=True, early=not flight.gen.finished)
@@ -266,17 +269,22 @@ class Lifecycle:
                        f"{predicted * 1000:.0f} ms, over answerBoundMs {cfg.answer_bound_ms:g}; not started "
                        f"(ask again)")
         flight, waited = await self._start(snap, offset, others, cfg, trees)
-        text = await self._wait(flight, "", cfg, None if deadline is None else deadline + waited)
+        text = await self._wait(flight, "", cfg, None if deadline is None else deadline + waited, asked)
         if text is None:                   # the engine aborted it (restart, close) or it failed
             if flight.gen.error is not None:
                 raise flight.gen.error
             raise asyncio.CancelledError(f"engine aborted {flight.gen.request.request_id}")
         return Completion(text, offset, early=not flight.gen.finished)
 
-    async def _wait(self, flight: Flight, typed: str, cfg: ServerConfig, deadline: float | None = None) -> str | None:
+    async def _wait(self, flight: Flight, typed: str, cfg: ServerConfig, deadline: float | None = None,
+                    asked: int | None = None) -> str | None:
         """The ghost text ``flight`` has for the user's ``typed`` text, waiting for more output as needed; None when
         it diverged, failed or was aborted. Cancelled while waiting, or past ``deadline`` (then :class:`Busy`): the
-        flight is left to the next keystroke for a short grace (``reuseInFlight``), or aborted at once."""
+        flight is left to the next keystroke for a short grace (``reuseInFlight``), or aborted at once. Past the
+        deadline the answer is waited for only while this flight is the only one running and no completion request
+        has come to the process since ``asked`` (``Load.asked`` when this one came): then there is no load to shed.
+        (Running flights alone were not enough: at 50 clients on a loaded machine, with new engine requests refused,
+        one flight could run alone while the others' requests came and were refused, and its answer came after 2-9 s.)"""
         flight.waiters += 1
         alone = False
         try:
@@ -287,7 +295,7 @@ class Lifecycle:
                     async with asyncio.timeout(None if deadline is None else max(0.0, deadline - time.perf_counter())):
                         return await self._follow(flight, typed, cfg)
                 except TimeoutError:
-                    if self.load.running <= 1:      # this flight alone: no load to shed, its answer is worth the wait
+                    if self.load.running <= 1 and (asked is None or self.load.asked == asked):   # no load to shed
                         self.stats.bound_alone += not alone
                         alone = True
                         deadline = time.perf_counter() + self.ALONE_CHECK_S   # busy after all if others start

@@ -333,21 +333,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-# nice levels below the event loop at which the embedded engine's model steps run in this server's process
-# (completer.engine.torch_engine reads it when its model thread starts); the operator's own value wins, 0 = off
-MODEL_THREAD_NICE = 10
-
-
-def prioritise_event_loop(environ=os.environ) -> None:
-    """Let the event loop (every message read, every answer decided and written) take the CPU before the embedded
-    engine's model steps: on 2 cores under load the loop otherwise waited behind them and answers crossed the 1 s
-    bound (issue 13). Sets ``COMPLETER_MODEL_THREAD_NICE`` unless the operator has."""
-    environ.setdefault("COMPLETER_MODEL_THREAD_NICE", str(MODEL_THREAD_NICE))
-
-
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    prioritise_event_loop()
     handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
     handler.addFilter(client_errors.Filter())   # a client's mistake is one line, a server bug keeps its traceback
     logging.basicConfig(level=args.log_level, handlers=[handler],

@@ -47,35 +47,6 @@ _model_thread: concurrent.futures.ThreadPoolExecutor | None = None
 _model_thread_lock = threading.Lock()
 
 
-# how many nice levels below the rest of the process the model thread runs (0 or unset: the same); the language
-# server sets it for its process (lsp.server) so that its event loop gets the CPU before the model steps
-MODEL_THREAD_NICE_ENV = "COMPLETER_MODEL_THREAD_NICE"
-
-
-def _lower_model_thread_priority() -> None:
-    """The model thread's initializer: run it (and the OpenMP threads it starts, which inherit its priority when
-    they are created) ``$COMPLETER_MODEL_THREAD_NICE`` nice levels below the process.
-
-    Why: on a 2-core machine the model steps (this thread and its OpenMP workers) take every core they can get, and
-    a language server's event loop on the main thread (reading every keystroke, deciding and writing every answer)
-    then waits for a time slice behind them, its timers late and answers past the 1 s bound (issue 13). With the
-    model thread niced, the scheduler runs the event loop first and gives the model the rest. Per-thread nice is
-    Linux (os.setpriority on the thread id); elsewhere, or with the variable unset, this does nothing."""
-    try:
-        increment = int(os.environ.get(MODEL_THREAD_NICE_ENV) or 0)
-    except ValueError:
-        return
-    if increment <= 0 or not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
-        return
-    tid = threading.get_native_id()
-    try:
-        want = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + increment)
-        if os.getpriority(os.PRIO_PROCESS, tid) < want:
-            os.setpriority(os.PRIO_PROCESS, tid, want)
-    except OSError:
-        pass
-
-
 def model_thread() -> concurrent.futures.ThreadPoolExecutor:
     """The one thread of this process that runs every TorchEngine's model work: loading, packing and steps.
 
@@ -86,8 +57,7 @@ def model_thread() -> concurrent.futures.ThreadPoolExecutor:
     global _model_thread
     with _model_thread_lock:                  # engines may be built from several threads at once: still one thread
         if _model_thread is None:
-            _model_thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=_MODEL_THREAD,
-                                                                  initializer=_lower_model_thread_priority)
+            _model_thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=_MODEL_THREAD)
         return _model_thread
 
 

@@ -1,17 +1,11 @@
 """What keeps answers within the bound on a loaded machine (issue 13), apart from the request lifecycle: the
-websocket answer written in the call that sends it (not in a Task of its own), and the embedded engine's model
-thread running below the event loop's priority in the language server."""
+websocket answer written in the call that sends it (not in a Task of its own)."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-
 import pytest
 
-from lsp.server import prioritise_event_loop
 from lsp.transports import WebSocketWriter
 
 
@@ -56,27 +50,3 @@ async def test_a_websocket_that_is_closing_falls_back_to_websockets_send():
         port = srv.sockets[0].getsockname()[1]
         async with connect(f"ws://127.0.0.1:{port}"):
             assert await seen is False
-
-
-def test_the_server_asks_for_a_lower_priority_model_thread_unless_the_operator_set_one():
-    env: dict = {}
-    prioritise_event_loop(env)
-    assert int(env["COMPLETER_MODEL_THREAD_NICE"]) > 0
-    env = {"COMPLETER_MODEL_THREAD_NICE": "0"}
-    prioritise_event_loop(env)
-    assert env["COMPLETER_MODEL_THREAD_NICE"] == "0"
-
-
-@pytest.mark.skipif(not hasattr(os, "setpriority"), reason="per-thread nice is Linux")
-@pytest.mark.parametrize("value, expect", [("7", 7), ("0", 0), (None, 0)])
-def test_the_model_thread_runs_at_the_asked_nice_increment(value, expect):
-    code = ("import os, threading\n"
-            "from completer.engine.torch_engine import model_thread\n"
-            "f = lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())\n"
-            "print(model_thread().submit(f).result() - f())\n")
-    env = {k: v for k, v in os.environ.items() if k != "COMPLETER_MODEL_THREAD_NICE"}
-    if value is not None:
-        env["COMPLETER_MODEL_THREAD_NICE"] = value
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert int(out.stdout.strip()) == min(expect, 19 - os.getpriority(os.PRIO_PROCESS, 0))

@@ -473,3 +473,25 @@ async def test_an_engine_request_aborted_before_its_end_raises_the_estimate_to_i
         await t
     await wait_for(lambda: lc.load.running == 0)
     assert lc.load.slot_s is not None and lc.load.slot_s >= 0.1
+
+
+async def test_past_the_bound_a_flight_running_alone_is_busy_once_another_completion_is_asked_for():
+    """Alone past the bound means no load to shed only while nobody else asks: another request coming (here one
+    refused at once because the loop is behind, so that no second flight runs) makes the waiting one busy."""
+    from lsp.lifecycle import Busy
+
+    lc, host, engine, cfg = make(step_s=0.05, answerBoundMs=20)   # 13 steps of 50 ms, bound at 16 ms
+    host.start(cfg.engine)
+    waiting = asyncio.ensure_future(lc.complete(Snapshot("u", "x = ", 1), 4))
+    await wait_for(lambda: lc.stats.bound_alone == 1)
+    lc2 = Lifecycle(host, lambda: cfg)                             # another connection of the same engine
+    lc2._shown["v"] = _Shown("z = ", "", "foo()")
+    assert (await lc2.complete(Snapshot("v", "z = f", 2), 5)).text == "oo()"   # a cache hit asks the engine nothing
+    assert not waiting.done()
+    lc.load.slot_s = 10.0                                          # a new engine request is refused at once ...
+    with pytest.raises(Busy, match="would take about"):
+        await lc2.complete(Snapshot("w", "y = ", 1), 4)
+    with pytest.raises(Busy, match="answerBoundMs 20"):            # ... and asking was enough to end the wait
+        await waiting
+    assert lc.stats.busy_at_bound == 1
+    await wait_for(lambda: lc.load.running == 0)
