@@ -372,16 +372,24 @@ def language_reports(drafter, target, groups: dict[str, list[list[int]]], new_to
     return total
 
 
-def heldout_prompts(tok, n: int, seed: int, max_len: int, archive: str | None = None) -> dict[str, list[list[int]]]:
-    """FIM prompts (PSM, cut as the house training cuts them) from held-out files, middle removed, by language:
-    from a held-out corpus archive (``--heldout``; ``n`` prompts per language, its files in a seeded order), else
-    ``n`` from this machine's Python held-out split (``python-local``)."""
+def heldout_prompts(tok, n: int, seed: int, max_len: int) -> list[list[int]]:
+    """``n`` FIM prompts (PSM, cut as the house training cuts them) from this machine's Python held-out files,
+    middle removed."""
     from . import corpus
 
-    rng = random.Random(seed)
+    return _fim_prompts(tok, (t for _, t in corpus.iter_texts("heldout", 20_000_000)), n, random.Random(seed),
+                        max_len)
+
+
+def heldout_prompts_by_language(tok, n: int, seed: int, max_len: int,
+                                archive: str | None = None) -> dict[str, list[list[int]]]:
+    """Held-out FIM prompts by language: ``n`` per language from a held-out corpus archive (``--heldout``; its
+    files in a seeded order), else :func:`heldout_prompts` (``python-local``)."""
+    from . import corpus
+
     if archive is None:
-        return {"python-local": _fim_prompts(tok, (t for _, t in corpus.iter_texts("heldout", 20_000_000)), n, rng,
-                                             max_len)}
+        return {"python-local": heldout_prompts(tok, n, seed, max_len)}
+    rng = random.Random(seed)
     by_lang: dict[str, list[str]] = {}
     for _, lang, text in corpus.read_archive(archive):
         by_lang.setdefault(lang, []).append(text)
@@ -589,7 +597,7 @@ def _report(drafter, target, tok, eos, n_eval, args, tc, device, amp, out: Path,
         return 0
     print(f"acceptance report on {n_eval} held-out FIM prompts" + (" per language" if args.heldout else "") + " ...",
           flush=True)
-    groups = heldout_prompts(tok, n_eval, args.seed + 7, max_len=min(900, tc.max_position_embeddings - 64),
+    groups = heldout_prompts_by_language(tok, n_eval, args.seed + 7, max_len=min(900, tc.max_position_embeddings - 64),
                              archive=args.heldout)
     with amp:
         report = language_reports(drafter, target, groups, args.eval_tokens, eos, device)

@@ -181,3 +181,16 @@ def test_train_drafter_refuses_a_missing_archive_before_loading_anything(tmp_pat
     with pytest.raises(SystemExit, match="no corpus archive"):
         main(["train-drafter", "--target", "house:v2/target", "--out", str(tmp_path / "d"),
               "--corpus", str(tmp_path / "nope.jsonl.xz")])
+
+
+def test_heldout_prompts_stay_a_list_of_token_ids_for_tune():
+    """`completer tune` samples its prompts with heldout_prompts: a list of token-id lists (the per-language
+    grouping of the drafter's report is heldout_prompts_by_language)."""
+    from completer.models import HOUSE_DIR
+    from completer.models.drafter import heldout_prompts, heldout_prompts_by_language
+    from completer.models.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(HOUSE_DIR / "v2" / "target")
+    prompts = heldout_prompts(tok, 3, seed=1234, max_len=900)
+    assert len(prompts) == 3 and all(isinstance(t, int) for p in prompts for t in p)
+    assert heldout_prompts_by_language(tok, 3, 1234, 900) == {"python-local": prompts}
