@@ -81,23 +81,32 @@ async def _cancel_with(client, how) -> tuple[dict, dict]:
     text = PY
     open_doc(client, URI, text)
     version = 1
-    for attempt in range(6):
+    missed = []    # attempts whose engine request ended by itself before the strike reached the server
+    for attempt in range(8):
         before = await stats(client)
         fut = await _start_inflight(client, URI, 9, 4, msg_id=f"long-{attempt}")
         if fut.done():  # finished before we could strike: try again
+            missed.append("answered before the strike was sent")
             continue
         version += 1
         await how(client, version, f"long-{attempt}")
-        with pytest.raises(JsonRpcException) as err:
+        try:
             await fut
-        assert code(err.value) == -32800, err.value
+        except JsonRpcException as e:
+            assert code(e) == -32800, e
+        else:
+            # The model ended its completion (a stop string, end of text) between the check above and the strike
+            # reaching the server: answered, nothing left to cancel. A server that never cancels fails every try.
+            missed.append("answered: the engine request had ended before the strike")
+            continue
         for _ in range(200):  # the abort lands within one engine step
             after = await stats(client)
             if after["engine"]["requests_aborted"] > before["engine"]["requests_aborted"]:
                 return before, after
             await asyncio.sleep(0.01)
-        pytest.fail(f"engine never counted the abort: {after['engine']}")
-    pytest.fail("every request finished before it could be cancelled")
+        # cancelled, but its engine request had already ended (the answer was being written when the strike came)
+        missed.append(f"cancelled, but no engine request was running to abort: {after['engine']}")
+    pytest.fail(f"no try caught an engine request running: {missed}")
 
 
 async def test_edit_cancels_inflight_request_and_aborts_engine(client):
