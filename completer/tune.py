@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def default_models(model: str, draft: str | None, drafter: str | None) -> tuple[str | None, str | None]:
     """The draft and the EAGLE-3 drafter tune runs with: the ones given ('' = none), else the ones that ship for
-    ``model`` (house:v2/target: house:v2/draft and no drafter; house:target: house:draft and house:eagle3)."""
+    ``model`` (house:v2/target: house:v2/draft and house:v2/eagle3; house:target: house:draft and house:eagle3)."""
     return (HOUSE_DRAFTS.get(model) if draft is None else (draft or None),
             own_drafter(model) if drafter is None else (drafter or None))
 

@@ -22,13 +22,15 @@ VLLM_ONLY_SETTINGS = {
 # bench/results/quality-v3/README.md "The default model"). v1 stays available as house:target + house:draft.
 DEFAULT_MODEL = "house:v2/target"
 DEFAULT_DRAFT = "house:v2/draft"
-# the draft model and the EAGLE-3 drafter that ship for each house target (v2 has no drafter yet)
+# the draft model and the EAGLE-3 drafter that ship for each house target (each drafter trained on its own target's
+# hidden states: completer/models/house/eagle3/ and v2/eagle3/, `completer train-drafter`)
 HOUSE_DRAFTS = {"house:target": "house:draft", "house:v2/target": "house:v2/draft"}
-HOUSE_DRAFTERS = {"house:target": "house:eagle3"}
+HOUSE_DRAFTERS = {"house:target": "house:eagle3", "house:v2/target": "house:v2/eagle3"}
 
 
 def own_drafter(model: str) -> str | None:
-    """The EAGLE-3 drafter that ships for ``model`` (``house:eagle3`` for house v1), else None."""
+    """The EAGLE-3 drafter that ships for ``model`` (``house:eagle3`` for house v1, ``house:v2/eagle3`` for v2),
+    else None."""
     return HOUSE_DRAFTERS.get(model)
 
 
@@ -52,7 +54,7 @@ class EngineConfig:
     load_format: str = "auto"                 # vLLM only: "dummy" = random weights at real shapes
     drafter: str | None = None                # vLLM only: EAGLE-3 drafter folder for speculation="eagle3" (made by
                                               # `completer train-drafter --target <model>`); None = the one that
-                                              # ships for the model (house:target: house:eagle3), if any
+                                              # ships for the model (HOUSE_DRAFTERS), if any
     draft_quantization: str | None = None     # vLLM only: the draft's/drafter's own quantization (e.g. "fp8")
     draft_tensor_parallel_size: int | None = None  # vLLM only: 1 or tensor_parallel_size (default: the target's)
     async_scheduling: bool | None = None      # vLLM only: None = vLLM's choice (on, except with draft-model and CPU
@@ -113,22 +115,19 @@ class EngineConfig:
         if self.speculation in VLLM_ONLY_SPECULATION and self.backend != "vllm":
             raise ValueError(f"speculation={self.speculation!r} is the vLLM backend's; the embedded backend has "
                              f"'none', 'draft', 'ngram' and 'draft+ngram'")
-        if self.drafter is None and own_drafter(self.model):   # the drafter follows the target
+        if self.drafter is None and self.backend == "vllm" and own_drafter(self.model):   # it follows the target
             object.__setattr__(self, "drafter", own_drafter(self.model))
         if self.speculation == "eagle3" and not self.drafter:
-            if self.model.startswith("house:"):
-                raise ValueError(f"speculation='eagle3' needs drafter: no EAGLE-3 drafter ships for {self.model} "
-                                 f"(house:eagle3 is house:target's); train one on a GPU with `completer "
-                                 f"train-drafter --target {self.model} --out DIR` and give drafter=DIR, or use "
-                                 f"another speculation")
             raise ValueError(f"speculation='eagle3' needs drafter (an EAGLE-3 drafter folder): train one with "
                              f"`completer train-drafter --target {self.model} --out DIR` and give drafter=DIR")
-        if (self.speculation == "eagle3" and self.drafter == "house:eagle3" and self.model.startswith("house:")
-                and self.model != "house:target"):
-            # same hidden size as house v2, so vLLM would load the pair and draft from the wrong hidden states
-            raise ValueError(f"drafter='house:eagle3' was trained on house:target's hidden states, not on "
+        trained_for = {d: t for t, d in HOUSE_DRAFTERS.items()}.get(self.drafter or "")
+        if self.speculation == "eagle3" and trained_for and trained_for != self.model:
+            # house v1 and v2 have the same hidden size, so vLLM would load the mixed pair and draft from the other
+            # model's hidden states
+            raise ValueError(f"drafter={self.drafter!r} was trained on {trained_for}'s hidden states, not on "
                              f"{self.model}'s: give an EAGLE-3 drafter made for it (completer train-drafter "
-                             f"--target {self.model}) or another speculation")
+                             f"--target {self.model})" + (f", e.g. {own_drafter(self.model)!r}" if
+                                                          own_drafter(self.model) else "") + ", or another speculation")
         dtp = self.draft_tensor_parallel_size
         if dtp is not None and dtp not in (1, self.tensor_parallel_size):
             raise ValueError(f"draft_tensor_parallel_size must be 1 or tensor_parallel_size "

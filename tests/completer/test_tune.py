@@ -51,7 +51,7 @@ def test_summary_takes_each_prompts_median_time_over_the_rounds():
 def test_tune_defaults_follow_the_target():
     from completer.tune import default_models
 
-    assert default_models("house:v2/target", None, None) == ("house:v2/draft", None)     # the default target
+    assert default_models("house:v2/target", None, None) == ("house:v2/draft", "house:v2/eagle3")   # the default
     assert default_models("house:target", None, None) == ("house:draft", "house:eagle3")
     assert default_models("/m/7b", None, None) == (None, None)
     assert default_models("house:target", "", "") == (None, None)
@@ -82,4 +82,4 @@ def test_a_choice_saved_for_house_v1_is_not_used_for_house_v2(tmp_path, monkeypa
         assert a["model"] != b["model"] and a["draft"] != b["draft"]
     v1_vllm = EngineConfig(backend="vllm", model="house:target", draft="house:draft")
     assert measured_for(v1_vllm)["drafter"] == "house:eagle3"
-    assert measured_for(EngineConfig(backend="vllm"))["drafter"] is None
+    assert measured_for(EngineConfig(backend="vllm"))["drafter"] == "house:v2/eagle3"

@@ -10,7 +10,7 @@ from completer.engine.vllm_engine import check_quantization, engine_kwargs
 
 
 def cfg(**kw):
-    """vLLM settings on house v1, whose EAGLE-3 drafter ships (the default, house v2, has none)."""
+    """vLLM settings on house v1 and its EAGLE-3 drafter (house:eagle3)."""
     return EngineConfig(backend="vllm", **{"model": "house:target", "draft": "house:draft", **kw})
 
 
@@ -69,7 +69,7 @@ def test_fp8_on_a_gpu_without_fp8_tensor_cores_is_refused():
 @pytest.mark.parametrize("settings,match", [
     (dict(backend="torch", speculation="eagle3"), "vLLM backend's"),
     (dict(backend="torch", speculation="ngram_gpu"), "vLLM backend's"),
-    (dict(backend="vllm", speculation="eagle3", drafter=None), "needs drafter"),
+    (dict(backend="vllm", model="/m/7b", speculation="eagle3", drafter=None), "needs drafter"),
     (dict(backend="vllm", speculation="draft", tensor_parallel_size=4, draft_tensor_parallel_size=2),
      "draft_tensor_parallel_size must be 1 or tensor_parallel_size"),
     (dict(backend="vllm", speculation="ngram", draft_quantization="fp8"), "apply to speculation='draft'"),

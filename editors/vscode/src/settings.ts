@@ -15,8 +15,8 @@ export const ENGINE_FIELDS = [
   'adaptive_threads', 'quantization', 'async_scheduling',
 ];
 /** The EAGLE-3 drafter that ships for a house target (completer/engine/config.py HOUSE_DRAFTERS): with
- * `drafter` null the server uses it; house:v2/target has none yet. */
-export const HOUSE_DRAFTERS: Record<string, string> = { 'house:target': 'house:eagle3' };
+ * `drafter` null the server uses it. */
+export const HOUSE_DRAFTERS: Record<string, string> = { 'house:target': 'house:eagle3', 'house:v2/target': 'house:v2/eagle3' };
 export const ENGINE_SETTINGS: Record<string, string> = {
   backend: 'backend', model: 'model', draft: 'draft', drafter: 'drafter', speculation: 'speculation',
   numSpeculativeTokens: 'num_speculative_tokens', device: 'device',

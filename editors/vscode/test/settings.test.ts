@@ -75,12 +75,16 @@ test('vLLM speculation (eagle3 with its drafter, ngram_gpu) and the engine objec
   const v1 = toInitOptions(from({ backend: 'vllm', speculation: 'eagle3', model: 'house:target', draft: 'house:draft' }));
   assert.equal(v1.engine.drafter, undefined);
   assert.equal(v1.engine.model, 'house:target');
+  // house v2, the default, likewise (house:v2/eagle3)
+  const v2 = toInitOptions(from({ backend: 'vllm', speculation: 'eagle3', drafter: null }));
+  assert.equal(v2.engine.drafter, undefined);
+  assert.equal(v2.engine.model, 'house:v2/target');
   assert.deepEqual(toInitOptions(from({ engine: { quantization: 'int8', threads: 1 } })).engine.threads, 1);
   const cases: [Record<string, unknown>, RegExp][] = [
     [{ speculation: 'eagle3' }, /completer\.speculation: "eagle3" needs completer\.backend "vllm"/],
     [{ speculation: 'ngram_gpu' }, /completer\.speculation: "ngram_gpu" needs completer\.backend "vllm"/],
-    [{ backend: 'vllm', speculation: 'eagle3', drafter: null },
-     /completer\.drafter: speculation "eagle3" needs a drafter: none ships for house:v2\/target; train one with `completer train-drafter --target house:v2\/target --out DIR`/],
+    [{ backend: 'vllm', speculation: 'eagle3', model: '/m/7b', drafter: null },
+     /completer\.drafter: speculation "eagle3" needs a drafter: none ships for \/m\/7b; train one with `completer train-drafter --target \/m\/7b --out DIR`/],
     [{ backend: 'vllm', speculation: 'eagle3', model: '/m/7b' }, /completer\.drafter: .*none ships for \/m\/7b/],
     [{ drafter: 3 }, /completer\.drafter: expected an EAGLE-3 drafter folder/],
     [{ engine: [] }, /completer\.engine: expected an object/],

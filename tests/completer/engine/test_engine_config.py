@@ -125,23 +125,23 @@ def test_the_house_eagle3_drafter_is_not_paired_with_another_house_target():
     """house:eagle3 was trained on house:target's hidden states; house v2 has the same width, so vLLM would load the
     pair without complaint and draft from the wrong model's features: refused by name instead."""
     EngineConfig(backend="vllm", model="house:target", speculation="eagle3")                  # its own target
-    with pytest.raises(ValueError, match="house:eagle3.*house:v2/target"):
+    with pytest.raises(ValueError, match="house:eagle3.*house:target's hidden states.*house:v2/target.*house:v2/eagle3"):
         EngineConfig(backend="vllm", model="house:v2/target", speculation="eagle3", drafter="house:eagle3")
+    with pytest.raises(ValueError, match="house:v2/eagle3.*house:v2/target's hidden states.*house:target"):
+        EngineConfig(backend="vllm", model="house:target", speculation="eagle3", drafter="house:v2/eagle3")
     EngineConfig(backend="vllm", model="house:v2/target", speculation="eagle3", drafter="/d/eagle3-v2")
     EngineConfig(backend="vllm", model="house:v2/target", speculation="none")                 # drafter unused
 
 
 def test_the_default_is_house_v2_and_the_drafter_follows_the_target():
     """Issue 12: house v2 is the embedded default pair; the EAGLE-3 drafter left unset is the one that ships for the
-    target (house:eagle3 for v1), and v2, which has none, says so and how to make one."""
+    target (house:eagle3 for v1, house:v2/eagle3 for v2)."""
     d = EngineConfig()
-    assert (d.model, d.draft, d.drafter) == ("house:v2/target", "house:v2/draft", None)
-    assert EngineConfig(model="house:target", draft="house:draft").drafter == "house:eagle3"
+    assert (d.model, d.draft, d.drafter) == ("house:v2/target", "house:v2/draft", None)   # embedded: no drafter
+    assert EngineConfig(model="house:target", draft="house:draft").drafter is None
     assert EngineConfig(backend="vllm", model="house:target", speculation="eagle3").drafter == "house:eagle3"
-    assert EngineConfig(model="house:target", drafter="/d/mine").drafter == "/d/mine"       # given: kept
-    with pytest.raises(ValueError, match=r"no EAGLE-3 drafter ships for house:v2/target.*"
-                                         r"`completer train-drafter --target house:v2/target --out DIR`"):
-        EngineConfig(backend="vllm", speculation="eagle3")
+    assert EngineConfig(backend="vllm", model="house:target", drafter="/d/mine").drafter == "/d/mine"   # given
+    assert EngineConfig(backend="vllm", speculation="eagle3").drafter == "house:v2/eagle3"
     with pytest.raises(ValueError, match=r"needs drafter.*completer train-drafter --target /m/7b"):
         EngineConfig(backend="vllm", model="/m/7b", speculation="eagle3")
 
