@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draft", default=None, help="draft model ('' for none; default: the house target's own "
                     "draft, none for other models)")
     ap.add_argument("--drafter", default=None, help="EAGLE-3 drafter (vLLM backend; '' for none; default: the one "
-                    "that ships for the target: house:eagle3 for house:target, none for house:v2/target)")
+                    "that ships for the target: house:eagle3 for house:target, house:v2/eagle3 for house:v2/target)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.35)
     ap.add_argument("--ks", default="2,4", help="comma-separated k to try for each method")
