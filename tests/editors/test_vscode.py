@@ -11,7 +11,13 @@ VSCODE = EDITORS / "vscode"
 
 
 def _run(args, env, timeout=300):
-    return subprocess.run(args, cwd=VSCODE, env=env, capture_output=True, text=True, timeout=timeout)
+    try:
+        return subprocess.run(args, cwd=VSCODE, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:   # say which node test was running (its output so far), not only "timed out"
+        out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        raise AssertionError(f"{' '.join(map(str, args))} ran past {timeout} s; its output so far:\n{out[-6000:]}\n"
+                             f"stderr:\n{err[-3000:]}") from None
 
 
 def test_extension_typechecks_builds_and_its_tests_pass(client_env):

@@ -14,6 +14,25 @@ const engine = JSON.parse(process.env.COMPLETER_ENGINE ?? '{}');
 let proc: ChildProcess;
 let conn: rpc.MessageConnection;
 const URI = 'file:///tmp/demo.py';
+// A hang fails the test that hung, by name, instead of the whole run at the caller's timeout (CI once lost 300 s).
+const TEST_TIMEOUT_MS = 90000;
+
+/** SIGTERM, then SIGKILL if the process has not exited within `graceMs`; resolves when it is gone. */
+function stop(p: ChildProcess, graceMs = 10000): Promise<void> {
+  if (p.exitCode !== null || p.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const force = setTimeout(() => p.kill('SIGKILL'), graceMs);
+    p.once('exit', () => { clearTimeout(force); resolve(); });
+    p.kill();
+  });
+}
+
+function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([work, new Promise<T>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms / 1000} s`)), ms);
+  })]).finally(() => clearTimeout(timer));
+}
 
 before(async () => {
   if (!cmd) return;
@@ -36,17 +55,20 @@ before(async () => {
   }
   await conn.sendNotification('textDocument/didOpen', { textDocument: { uri: URI, languageId: 'python', version: 1,
                                                                          text: 'import math\n\n\ndef area(radius):\n    return ' } });
-});
+}, { timeout: 180000 });
 
 after(async () => {
   if (!conn) return;
-  await conn.sendRequest('shutdown');
-  await conn.sendNotification('exit');
-  conn.dispose();
-  proc.kill();
-});
+  try {
+    await within(10000, 'shutdown', conn.sendRequest('shutdown'));
+    await conn.sendNotification('exit');
+  } finally {
+    conn.dispose();
+    await stop(proc);
+  }
+}, { timeout: 30000 });
 
-test('the real server answers the bridge with ghost text at the cursor', { skip: !cmd && 'COMPLETER_LSP_CMD not set' }, async () => {
+test('the real server answers the bridge with ghost text at the cursor', { skip: !cmd && 'COMPLETER_LSP_CMD not set', timeout: TEST_TIMEOUT_MS }, async () => {
   const b = new InlineBridge((p, token) => conn.sendRequest('textDocument/inlineCompletion', p, token as rpc.CancellationToken));
   const src = new rpc.CancellationTokenSource();
   const items = await b.provide(URI, { line: 4, character: 11 }, TriggerKind.Automatic, src.token);
@@ -57,7 +79,7 @@ test('the real server answers the bridge with ghost text at the cursor', { skip:
   assert.equal(b.errors, 0);
 });
 
-test('cancelling the token cancels the request on the server', { skip: !cmd && 'COMPLETER_LSP_CMD not set' }, async () => {
+test('cancelling the token cancels the request on the server', { skip: !cmd && 'COMPLETER_LSP_CMD not set', timeout: TEST_TIMEOUT_MS }, async () => {
   await conn.sendNotification('workspace/didChangeConfiguration', { settings: { debounceMs: 2000 } });
   const before = await conn.sendRequest('completer/stats', {}) as { server: Record<string, number> };
   const b = new InlineBridge((p, token) => conn.sendRequest('textDocument/inlineCompletion', p, token as rpc.CancellationToken));
@@ -79,7 +101,7 @@ test('cancelling the token cancels the request on the server', { skip: !cmd && '
   assert.equal(after.server.requests_cancelled, before.server.requests_cancelled + 1);
 });
 
-test('--tcp HOST:PORT: the extension starts the server, connects, and a second client reuses it', { skip: !cmd && 'COMPLETER_LSP_CMD not set' }, async () => {
+test('--tcp HOST:PORT: the extension starts the server, connects, and a second client reuses it', { skip: !cmd && 'COMPLETER_LSP_CMD not set', timeout: TEST_TIMEOUT_MS }, async () => {
   const port = await new Promise<number>((resolve) => {
     const probe = net.createServer().listen(0, '127.0.0.1', () => {
       const p = (probe.address() as net.AddressInfo).port;
@@ -107,6 +129,6 @@ test('--tcp HOST:PORT: the extension starts the server, connects, and a second c
     second.socket.destroy();
     first.socket.destroy();
   } finally {
-    first.started!.kill();
+    await stop(first.started!);
   }
 });
