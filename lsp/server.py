@@ -372,6 +372,12 @@ def main(argv: list[str] | None = None) -> None:
                 transports.serve_stdio(build_server(host, policy), host, policy)
             except SystemExit as e:    # `exit` (pygls calls sys.exit once the connection is closed)
                 _exit_now(e.code if isinstance(e.code, int) else 0)
+            except KeyboardInterrupt:
+                # SIGTERM/SIGINT: asyncio's run has cancelled the serving task, whose finally closed the engine.
+                # Ending here, not in the interpreter's teardown: that joins pygls' thread blocked reading stdin,
+                # which never returns while the client keeps the pipe open waiting for this process to end (an
+                # editor sending `exit` and SIGTERM at once hung there when the signal won the race)
+                _exit_now(0)
             _exit_now(0)
     except security.SecurityError as e:
         print(f"completer-lsp: {e}", file=sys.stderr)

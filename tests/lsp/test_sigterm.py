@@ -34,3 +34,34 @@ def test_sigterm_is_a_clean_exit(transport, sigint):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _frame(obj: dict) -> bytes:
+    import json
+
+    body = json.dumps(obj).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+@pytest.mark.parametrize("sigint", ["as-is", "ignored"])
+def test_sigterm_ends_the_stdio_server_while_its_stdin_stays_open(sigint):
+    """An editor ending the server sends `exit` and SIGTERM at once, and keeps the pipe open until the process ends.
+    When the signal won, the interpreter's teardown joined the thread blocked reading stdin and the server never
+    ended (the VS Code extension's node tests hung 300 s in CI)."""
+    proc = subprocess.Popen([sys.executable, "-m", "lsp.server", "--stdio", "--log-level", "WARNING"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=os.getcwd(),
+                            preexec_fn=_ignore_sigint if sigint == "ignored" else None)
+    try:
+        proc.stdin.write(_frame({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                 "params": {"processId": None, "rootUri": None, "capabilities": {}}}))
+        proc.stdin.flush()
+        header = proc.stdout.readline()                           # the answer: it is serving
+        assert header.startswith(b"Content-Length"), header
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0                         # stdin still open
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
