@@ -42,7 +42,10 @@ def test_house_v2_is_shipped_packed_and_loads_as_a_pair(tmp_path, monkeypatch):
 
     monkeypatch.setenv("COMPLETER_CACHE", str(tmp_path))
     v2 = HOUSE_DIR / "v2"
-    assert sum(p.stat().st_size for p in v2.rglob("*") if p.is_file()) < 9.5e6
+    pair = [p for p in v2.rglob("*") if p.is_file() and "eagle3" not in p.relative_to(v2).parts]
+    assert sum(p.stat().st_size for p in pair) < 9.5e6
+    # its EAGLE-3 drafter (vLLM only) ships beside it in bf16, as vLLM loads it
+    assert sum(p.stat().st_size for p in (v2 / "eagle3").iterdir()) < 8.5e6
     target, draft = resolve_model("house:v2/target"), resolve_model("house:v2/draft")
     assert target.is_relative_to(tmp_path) and draft.is_relative_to(tmp_path)
     assert (target / "tokenizer.json").read_bytes() == (draft / "tokenizer.json").read_bytes()
@@ -56,3 +59,32 @@ def test_house_v2_is_shipped_packed_and_loads_as_a_pair(tmp_path, monkeypatch):
         lt, ld = t(ids)[0], d(ids)[0]
     agree = (lt.argmax(-1) == ld.argmax(-1)).float().mean().item()
     assert agree > 0.4, agree
+
+
+def test_each_house_target_ships_the_eagle3_drafter_trained_on_it(tmp_path, monkeypatch):
+    """HOUSE_DRAFTERS names, for each house target, a drafter trained on that target's hidden states: it predicts the
+    target's next tokens along the target's own greedy continuation of code (first draft position), far better than
+    the other house target's drafter does on it (same shapes, so vLLM would load either)."""
+    from completer.engine.config import HOUSE_DRAFTERS
+    from completer.models.drafter import Eagle3Drafter, acceptance_report
+    from completer.models.llama import LlamaForCausalLM
+    from completer.models.tokenizer import load_tokenizer
+    from completer.prompt import fim_prompt
+
+    monkeypatch.setenv("COMPLETER_CACHE", str(tmp_path))
+    assert HOUSE_DRAFTERS == {"house:target": "house:eagle3", "house:v2/target": "house:v2/eagle3"}
+    code = [("def mean(values):\n    total = 0\n    for v in values:\n        ", "\n    return total / len(values)\n"),
+            ("func sum(xs []int) int {\n\ts := 0\n\tfor _, x := range xs {\n\t\t", "\n\t}\n\treturn s\n}\n")]
+    first = {}
+    for target_name, drafter_name in HOUSE_DRAFTERS.items():
+        target = LlamaForCausalLM.from_pretrained(resolve_model(target_name)).eval()
+        tok = load_tokenizer(resolve_model(target_name))
+        prompts = [tok.encode(fim_prompt(p, s, "house")).ids for p, s in code]
+        for other in HOUSE_DRAFTERS.values():
+            drafter = Eagle3Drafter.load(resolve_model(other))
+            report = acceptance_report(drafter, target, prompts, 16, None, "cpu", k_max=1)
+            first[target_name, other] = report["acceptance_per_position"][0]
+    for target_name, own in HOUSE_DRAFTERS.items():
+        other = next(d for d in HOUSE_DRAFTERS.values() if d != own)
+        assert first[target_name, own] > 0.3, first
+        assert first[target_name, own] > first[target_name, other] + 0.15, first
