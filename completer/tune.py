@@ -8,9 +8,18 @@ embedded backend's engines all side by side, vLLM's one at a time); per configur
 over the rounds: median tokens/s per request, aggregate tokens/s, latency p50/p95, tokens per step, and whether the
 output is identical to no speculation (and the same in every round). The winner is the fastest
 configuration by median tokens/s among those with identical greedy output, at least ``--min-gain`` over none, and
-request latency p50 and p95 no higher than none's; if nothing qualifies, ``none`` wins. Saves the result (JSON: the winning engine settings and the whole table) where
-an engine with ``speculation="auto"`` (the default) finds it for these models (``completer/engine/choice.py``), also
-to ``--out`` if given, and prints the table.
+request latency p50 and p95 no higher than none's; if nothing qualifies, ``none`` wins.
+
+The requests are shaped as the editor's (``--requests editor``, the default): a cursor typing into a line of a
+held-out source file, the prompt, stop strings, token limit and token healing that ``completer.pipeline.plan`` makes
+for it, as the language server sends them. Ghost text is short (a line ends at the newline), and on a GPU the time
+to the first token weighs more than the decode speed there: a method measured on 48-token completions alone once
+chose eagle3 at 1.32x that was 0.74x on requests ending at a median 21 tokens (bench/results/vllm/2026-12-04c, d).
+``--requests fixed`` measures fixed-length completions of FIM prompts (``--max-new-tokens``, 48), as before.
+
+Saves the result (JSON: the winning engine settings and the whole table) where an engine with
+``speculation="auto"`` (the default) finds it for these models (``completer/engine/choice.py``), also to ``--out``
+if given, and prints the table.
 
     completer tune                                   # embedded backend, house pair, CPU or GPU
     completer tune --backend vllm --model M --draft D --drafter E --out tune.json
@@ -20,8 +29,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import platform
+import random
 import statistics
 import sys
 import time
@@ -51,28 +62,34 @@ def candidates(backend: str, ks: list[int], draft: str | None, drafter: str | No
     return out
 
 
-async def _one(engine, rid: str, prompt, max_new_tokens: int) -> tuple[float, list[int]]:
-    t0, ids = time.perf_counter(), []
-    async for chunk in engine.generate(Request(rid, prompt, max_new_tokens=max_new_tokens)):
+async def _one(engine, rid: str, request: Request) -> tuple[float, list[int], str]:
+    """(seconds, token ids generated, text delivered) of one request. The text is the output that must be identical:
+    an engine may generate a few tokens past a stop string before it sees it (the embedded engine checks stop
+    strings after a burst of steps, whose length depends on timing), and they are never shown."""
+    t0, ids, text = time.perf_counter(), [], []
+    async for chunk in engine.generate(dataclasses.replace(request, request_id=rid)):
         ids.extend(chunk.token_ids)
-    return time.perf_counter() - t0, ids
+        text.append(chunk.text)
+    return time.perf_counter() - t0, ids, "".join(text)
 
 
-def summarise(rounds: list[list[tuple[float, list[int]]]], before: dict, after: dict) -> dict:
-    """One configuration's figures from its rounds (each: (seconds, token ids) per prompt): per prompt the median
-    time over the rounds, then medians / p95 over the prompts; the ids of the first round (greedy: every round's)."""
+def summarise(rounds: list[list[tuple[float, list[int], str]]], before: dict, after: dict) -> dict:
+    """One configuration's figures from its rounds (each: (seconds, token ids, text) per prompt): per prompt the
+    median time over the rounds, then medians / p95 over the prompts; the texts of the first round (greedy: every
+    round's) as ``output``."""
     lat = [statistics.median(r[i][0] for r in rounds) for i in range(len(rounds[0]))]
-    ids = [ids for _, ids in rounds[0]]
+    ids = [x[1] for x in rounds[0]]
+    output = [x[2] for x in rounds[0]]
     drafts = (after.get("draft_per_position") or [0])[0] - ((before.get("draft_per_position") or [0]) + [0])[0]
     accepted = after.get("accepted_tokens", 0) - before.get("accepted_tokens", 0)
     return {"tokens_per_s_p50": statistics.median(len(x) / t for t, x in zip(lat, ids) if x),
             "aggregate_tokens_per_s": sum(len(x) for x in ids) / sum(lat),
             "latency_p50_ms": statistics.median(lat) * 1e3, "latency_p95_ms": nearest_rank(lat, 95) * 1e3,
             "tokens_per_step": 1 + accepted / drafts if drafts else 1.0, "rounds": len(rounds),
-            "same_output_every_round": all([x for _, x in r] == ids for r in rounds), "ids": ids}
+            "same_output_every_round": all([x[2] for x in r] == output for r in rounds), "output": output}
 
 
-async def measure(configs: dict[str, EngineConfig], prompts: list, max_new_tokens: int, rounds: int,
+async def measure(configs: dict[str, EngineConfig], requests: list[Request], rounds: int,
                   progress) -> dict[str, dict]:
     """Run ``configs`` side by side: every engine built and warmed first, then ``rounds`` rounds in which each
     configuration runs every prompt once, the order rotating each round (so a change of the machine's load falls on
@@ -82,7 +99,7 @@ async def measure(configs: dict[str, EngineConfig], prompts: list, max_new_token
         for name, config in configs.items():
             try:
                 engines[name] = create_engine(config)
-                await _one(engines[name], "warm-up", prompts[0], max_new_tokens)
+                await _one(engines[name], "warm-up", requests[0])
             except (EngineError, ValueError) as e:
                 out[name] = {"error": str(e)}
                 engines.pop(name, None)
@@ -92,8 +109,7 @@ async def measure(configs: dict[str, EngineConfig], prompts: list, max_new_token
         for r in range(rounds):
             k = r % len(names) if names else 0
             for name in names[k:] + names[:k]:
-                runs[name].append([await _one(engines[name], f"r{r}-{i}", p, max_new_tokens)
-                                   for i, p in enumerate(prompts)])
+                runs[name].append([await _one(engines[name], f"r{r}-{i}", q) for i, q in enumerate(requests)])
                 progress(name, r)
         for name, e in engines.items():
             out[name] = summarise(runs[name], before[name], e.counters())
@@ -103,16 +119,63 @@ async def measure(configs: dict[str, EngineConfig], prompts: list, max_new_token
     return out
 
 
-def sample_prompts(args, tokenizer) -> list:
+def sample_requests(args, folder, tokenizer) -> list[Request]:
+    """The requests every configuration runs: ``--prompts`` (fixed length), else editor-shaped ones from held-out
+    files (:func:`editor_requests`), else fixed-length FIM prompts of them."""
     if args.prompts:
         data = json.loads(Path(args.prompts).read_text())
         out = [d["prompt"] if isinstance(d, dict) else d for d in data][: args.n]
         if not out:
             raise SystemExit(f"completer tune: no prompts in {args.prompts}")
-        return out
-    from .models.drafter import heldout_prompts
+        return [Request("p", p, max_new_tokens=args.max_new_tokens or 48) for p in out]
+    from .models import corpus
 
-    return heldout_prompts(tokenizer, args.n, seed=1234, max_len=900)
+    texts = (t for _, t in corpus.iter_texts("heldout", 20_000_000))
+    if args.requests == "editor":
+        out = editor_requests(texts, folder, tokenizer, args.n, seed=1234, max_tokens=args.max_new_tokens or 64)
+    else:
+        from .models.drafter import _fim_prompts
+
+        out = [Request("p", p, max_new_tokens=args.max_new_tokens or 48)
+               for p in _fim_prompts(tokenizer, texts, args.n, random.Random(1234), 900)]
+    if not out:
+        raise SystemExit("completer tune: no held-out source files to sample requests from (give --prompts FILE)")
+    return out
+
+
+def editor_requests(texts, folder, tokenizer, n: int, seed: int, max_tokens: int = 64) -> list[Request]:
+    """``n`` requests as the language server makes them while a line is typed: in each of ``n`` source texts (one
+    cursor per text, seeded), a line of code typed up to a random point after its first two characters, the rest
+    of that line not there yet (the lines after it are: the suffix), planned by ``completer.pipeline.plan`` with
+    the server's settings (``max_tokens``: its ``maxTokens``): the prompt within its budget, the line or block
+    mode's stop strings, token healing."""
+    from types import SimpleNamespace
+
+    from .context import SourceFile
+    from .pipeline import Settings, plan
+    from .prompt import template_for_model
+
+    # what plan needs of an engine, without starting one: the model's tokenizer and FIM template
+    planner = SimpleNamespace(tokenizer=tokenizer, prompt_template=template_for_model(folder),
+                              count_tokens=lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids))
+    settings, rng, out = Settings(max_tokens=max_tokens), random.Random(seed), []
+    for text in texts:
+        lines = text.splitlines(keepends=True)
+        code = [i for i, line in enumerate(lines) if len(line.strip()) >= 8 and i >= 3]
+        if not code:
+            continue
+        i = rng.choice(code)
+        line = lines[i].rstrip("\r\n")
+        indent = len(line) - len(line.lstrip())
+        cut = rng.randint(indent + 2, len(line))            # typed so far on this line
+        before = "".join(lines[:i]) + line[:cut]
+        doc = before + "\n" + "".join(lines[i + 1:])
+        p = plan(SourceFile(f"file:///heldout/{len(out)}.py", "python", doc), len(before), planner, settings)
+        out.append(Request("p", p.prompt, max_new_tokens=max(1, min(settings.max_tokens, p.max_tokens)),
+                           stop=p.stop, heal=p.heal))
+        if len(out) >= n:
+            break
+    return out
 
 
 def choose(table: dict[str, dict], min_gain: float) -> str:
@@ -139,11 +202,13 @@ async def run(args) -> int:
         cands.setdefault("none", dict(speculation="none"))
     from .engine.base import open_model
 
-    _, tokenizer = open_model(args.model)              # the engines' tokenizer, without starting an engine
-    prompts = sample_prompts(args, tokenizer)
+    folder, tokenizer = open_model(args.model)      # the engines' tokenizer, without starting an engine
+    requests = sample_requests(args, folder, tokenizer)
     rounds = args.rounds or (3 if args.backend == "torch" else 1)
-    print(f"tuning {len(cands)} configurations on {len(prompts)} prompts, {args.max_new_tokens} new tokens each, "
-          f"{rounds} round(s)", flush=True)
+    most = max(q.max_new_tokens for q in requests)
+    shape = f"editor-shaped (stops, up to {most} new tokens)" if any(q.stop for q in requests) else \
+        f"{most} new tokens each"
+    print(f"tuning {len(cands)} configurations on {len(requests)} requests, {shape}, {rounds} round(s)", flush=True)
     # the embedded backend's engines are small and share one model thread: all side by side, rounds interleaved;
     # vLLM engines each take a share of GPU memory: one at a time, its rounds in a row
     groups = [list(cands)] if args.backend == "torch" else [[name] for name in cands]
@@ -156,8 +221,8 @@ async def run(args) -> int:
 
     table: dict[str, dict] = {}
     for group in groups:
-        measured = await measure({n: EngineConfig(**{**common, **cands[n]}) for n in group}, prompts,
-                                 args.max_new_tokens, rounds, progress)
+        measured = await measure({n: EngineConfig(**{**common, **cands[n]}) for n in group}, requests, rounds,
+                                 progress)
         for name in group:
             table[name] = {"settings": cands[name], **measured[name]}
             if "error" in measured[name]:
@@ -165,19 +230,20 @@ async def run(args) -> int:
     base = table["none"]
     for r in table.values():
         if "error" not in r and "error" not in base:
-            r["greedy_identical_to_none"] = r["ids"] == base["ids"] and r["same_output_every_round"]
+            r["greedy_identical_to_none"] = r["output"] == base["output"] and r["same_output_every_round"]
             r["speedup_vs_none"] = r["tokens_per_s_p50"] / base["tokens_per_s_p50"]
     if "error" in base:
         raise SystemExit(f"completer tune: no speculation failed, nothing to compare with: {base['error']}")
     for r in table.values():
-        r.pop("ids", None)
+        r.pop("output", None)
     winner = choose(table, args.min_gain)
     tuned = EngineConfig(**{**common, "speculation": "none"})
     result = {"command": "completer tune " + " ".join(args.argv), "measured_for": measured_for(tuned),
               "machine": {"platform": platform.platform(),
               "processor": platform.processor(), "python": sys.version.split()[0]},
-              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "prompts": len(prompts),
-              "max_new_tokens": args.max_new_tokens, "min_gain": args.min_gain,
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "prompts": len(requests),
+              "requests": "fixed" if args.prompts else args.requests,
+              "max_new_tokens": max(q.max_new_tokens for q in requests), "min_gain": args.min_gain,
               "winner": winner, "settings": {**common, **table[winner]["settings"]}, "table": table}
     text = json.dumps(result, indent=1) + "\n"
     saved_to = choice_path(tuned)                 # where an engine with speculation="auto" finds it
@@ -221,7 +287,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=12, help="prompts per configuration")
     ap.add_argument("--rounds", type=int, default=0, help="rounds over the prompts per configuration, interleaved "
                     "(per prompt the median time is used; default 3 on the embedded backend, 1 on vLLM)")
-    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--requests", choices=("editor", "fixed"), default="editor", help="editor: shaped as the "
+                    "language server sends them while a line is typed (stops, healing, up to --max-new-tokens, 64); "
+                    "fixed: fill-in-the-middle prompts completed to --max-new-tokens (48)")
+    ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--min-gain", type=float, default=1.05, help="a method must beat none by this factor")
     ap.add_argument("--out", default=None, help="also write the result here (it is always saved where engines "
                     "with speculation='auto' look: completer/engine/choice.py)")

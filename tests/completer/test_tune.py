@@ -1,5 +1,7 @@
 """completer tune: the candidates each backend offers, and the choice rule (identical greedy output, a real gain)."""
 
+import re
+
 from completer.tune import candidates, choose
 
 
@@ -36,15 +38,19 @@ def test_choice_is_never_slower_than_none_in_request_latency():
 def test_summary_takes_each_prompts_median_time_over_the_rounds():
     from completer.tune import summarise
 
-    ids = [[1, 2, 3, 4], [5, 6]]
-    rounds = [[(0.4, ids[0]), (0.1, ids[1])], [(0.2, ids[0]), (0.3, ids[1])], [(0.2, ids[0]), (0.2, ids[1])]]
+    ids, text = [[1, 2, 3, 4], [5, 6]], ["abcd", "ef"]
+    rounds = [[(0.4, ids[0], text[0]), (0.1, ids[1], text[1])], [(0.2, ids[0], text[0]), (0.3, ids[1], text[1])],
+              [(0.2, ids[0], text[0]), (0.2, ids[1], text[1])]]
     s = summarise(rounds, {"accepted_tokens": 0, "draft_per_position": [0]},
                   {"accepted_tokens": 3, "draft_per_position": [4]})
     assert s["latency_p50_ms"] == 200.0 and s["rounds"] == 3       # per prompt 0.2 s and 0.2 s
     assert s["tokens_per_s_p50"] == 15.0                            # 4 / 0.2 and 2 / 0.2 tokens/s
     assert s["aggregate_tokens_per_s"] == 15.0 and s["tokens_per_step"] == 1.75
-    assert s["same_output_every_round"] and s["ids"] == ids
-    rounds[2][1] = (0.2, [5, 7])                                     # a round that wrote something else
+    assert s["same_output_every_round"] and s["output"] == text
+    # a token past a stop string (never shown) is not other output; other text is
+    rounds[2][1] = (0.2, [5, 6, 9], "ef")
+    assert summarise(rounds, {}, {})["same_output_every_round"]
+    rounds[2][1] = (0.2, [5, 7], "eg")
     assert not summarise(rounds, {}, {})["same_output_every_round"]
 
 
@@ -83,3 +89,42 @@ def test_a_choice_saved_for_house_v1_is_not_used_for_house_v2(tmp_path, monkeypa
     v1_vllm = EngineConfig(backend="vllm", model="house:target", draft="house:draft")
     assert measured_for(v1_vllm)["drafter"] == "house:eagle3"
     assert measured_for(EngineConfig(backend="vllm"))["drafter"] == "house:v2/eagle3"
+
+
+SRC = '''import os
+
+
+def read_config(path):
+    with open(path) as handle:
+        return handle.read()
+
+
+def main():
+    config = read_config(os.environ["CONFIG"])
+    print(config)
+'''
+
+
+def test_editor_shaped_requests_are_what_the_server_sends_while_a_line_is_typed():
+    """tune measures requests as the language server makes them (line mode's stop at the newline, token healing of a
+    partial word, the server's token limit), not 48-token completions that ghost text never asks for."""
+    from completer.engine.base import open_model
+    from completer.tune import editor_requests
+
+    folder, tok = open_model("house:v2/target")
+    reqs = editor_requests([SRC] * 6, folder, tok, 5, seed=3, max_tokens=40)
+    assert len(reqs) == 5
+    for r in reqs:
+        assert "\n" in r.stop and 1 <= r.max_new_tokens <= 40
+        m = re.fullmatch(r"<\|fim_suffix\|>(.*)<\|fim_prefix\|>(.*)<\|fim_middle\|>", r.prompt, re.S)  # house: SPM
+        assert m, r.prompt
+        suffix, prefix = m.groups()
+        # the cursor is inside one of the code lines, typed after its first two characters; the rest of that line
+        # is not there yet, the lines after it are (the suffix)
+        typed = (prefix + r.heal).rsplit("\n", 1)[-1]
+        line = next(x for x in SRC.splitlines() if x.startswith(typed) and len(x.strip()) >= 8)
+        assert len(typed) >= len(line) - len(line.lstrip()) + 2
+        assert suffix.startswith("\n") and SRC.split(line + "\n", 1)[1].startswith(suffix[1:21])
+    assert any(r.heal for r in reqs)           # a partial word at the cursor is re-typed by the model
+    assert len({r.prompt for r in reqs}) > 1   # seeded, different cursors
+    assert editor_requests([SRC] * 6, folder, tok, 5, seed=3, max_tokens=40) == reqs
