@@ -38,6 +38,7 @@ from .threads import ThreadChooser
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 BURST_S = 0.025         # longest run of model steps for one request between visits to the event loop
+STOP_TAIL_TOKENS = 8    # a burst looks for the request's stop strings in the text of this many last tokens
 CACHE_KEYS = 8          # documents whose KV caches are kept for reuse (LRU)
 DETOK_CONTEXT = 4       # prompt tokens decoded with the output so that leading spaces/merges come out right
 
@@ -459,16 +460,27 @@ class TorchEngine:
         commit. Why: handing every step back to the event loop costs two thread wake-ups per token, and on a busy
         machine each wake-up waits for a time slice: the engine's decode took 17 ms/token where the model took
         3-4 ms. The burst ends early when the request finishes, is aborted, is healing (each step constrains the
-        next), another request arrives (round robin resumes), or no text has been streamed yet (the first chunk
-        goes out after one step, as before), so an abort still costs at most one step."""
+        next), another request arrives (round robin resumes), no text has been streamed yet (the first chunk
+        goes out after one step, as before), or the text reached one of the request's stop strings (the event loop
+        ends the request there: without this a line completion's last chunk waited out the rest of the burst, up to
+        BURST_S, generating tokens past its newline that nobody sees), so an abort still costs at most one step."""
         deadline = time.perf_counter() + BURST_S
         out: list[int] = []
         while True:
             new, reason = self._accept(run, self._step(run))
             out.extend(new)
             if (reason is not None or run.aborted or run.heal_left or len(self._running) > 1 or not run.emitted
-                    or time.perf_counter() >= deadline):
+                    or time.perf_counter() >= deadline or (new and self._at_stop(run))):
                 return out, reason
+
+    def _at_stop(self, run: _Running) -> bool:
+        """Whether the last few generated tokens' text holds one of the request's stop strings (a cheap look at the
+        tail; ``_emit`` on the event loop finds where it is and ends the request)."""
+        stop = run.request.stop
+        if not stop:
+            return False
+        tail = self.tokenizer.decode(run.generated[-STOP_TAIL_TOKENS:], skip_special_tokens=False)
+        return any(s in tail for s in stop)
 
     def _step(self, run: _Running) -> list[int]:
         self._check_fault()

@@ -62,6 +62,31 @@ async def test_stop_strings_cut_and_never_stream_partially(make_engine):
     await eng.close()
 
 
+async def test_a_stop_string_ends_the_burst_no_tokens_past_it(make_engine):
+    """Steps run in bursts of up to BURST_S in the model thread; the stop string must end the burst at the step
+    that wrote it (before, the request's last chunk waited out the burst, generating tokens nobody sees, a number
+    that varied with timing)."""
+    import completer.engine.torch_engine as te
+
+    eng = make_engine(speculation="none")
+    text, ids, _ = await collect(eng, Request("a", contract.PROMPTS[4], max_new_tokens=40))
+    assert len(ids) >= 12, text
+    # the stop: the text of tokens 8-9, so that the 10th token completes it
+    before_stop = eng.tokenizer.decode(ids[:8])
+    stop = eng.tokenizer.decode(ids[:10])[len(before_stop):]
+    assert stop and stop not in before_stop
+    old = te.BURST_S
+    te.BURST_S = 10.0                   # one burst for the whole request unless something ends it
+    try:
+        gen0 = eng.counters()["generated_tokens"]
+        streamed, _, reason = await collect(eng, Request("b", contract.PROMPTS[4], max_new_tokens=40, stop=(stop,)))
+    finally:
+        te.BURST_S = old
+    assert reason == "stop" and streamed == text[:text.find(stop)]
+    assert eng.counters()["generated_tokens"] - gen0 == 10          # not one token past the one that wrote it
+    await eng.close()
+
+
 async def test_eos_and_length_finish_reasons(make_engine):
     eng = make_engine(speculation="none")
     _, ids, reason = await collect(eng, Request("len", contract.PROMPTS[0], max_new_tokens=5))
