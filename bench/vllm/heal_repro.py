@@ -43,7 +43,7 @@ async def main() -> None:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     from vllm import SamplingParams
-    from vllm.inputs import TokensPrompt
+    from vllm.inputs import tokens_input
 
     from completer import healing
     from completer.engine import EngineConfig
@@ -69,7 +69,7 @@ async def main() -> None:
     async def raw(n: int, rid: str) -> dict:
         p = SamplingParams(max_tokens=1, temperature=0, allowed_token_ids=list(range(n)))
         out = None
-        async for out in e.llm.generate(TokensPrompt(prompt_token_ids=ids), p, rid):
+        async for out in e.llm.generate(tokens_input(ids), p, rid):
             pass
         return {"token_ids": list(out.outputs[0].token_ids) if out else None}
 

@@ -205,6 +205,12 @@ def _stat_logger_factory(counters: Counters):
     return lambda vllm_config, engine_index=0: CountersLogger(vllm_config, engine_index)
 
 
+def token_input(prompt_token_ids: list[int]) -> dict:
+    """The engine input for a prompt of token ids in vLLM's current form, as ``vllm.inputs.tokens_input`` makes it
+    (what vLLM's own OpenAI server passes to ``AsyncLLM.generate``): used where vLLM is not imported (tests)."""
+    return {"type": "token", "prompt_token_ids": prompt_token_ids}
+
+
 class VLLMEngine:
     """``Engine`` on vLLM's ``AsyncLLM``. ``engine_overrides`` are extra vLLM engine arguments (benchmarks)."""
 
@@ -213,7 +219,7 @@ class VLLMEngine:
     max_allowed_ids: int | None = V2_MAX_ALLOWED_TOKEN_IDS   # the most allowed_token_ids one request may carry
     # (None: no limit); set at start from the model runner vLLM chose
     _heal_unconstrained = 0          # healing steps served unconstrained because their allowed set was too large
-    _prompt = dict                   # vllm.inputs.TokensPrompt once vLLM is imported (a TypedDict: a dict at run time)
+    _prompt = staticmethod(token_input)   # vllm.inputs.tokens_input once vLLM is imported
 
     def __init__(self, config: EngineConfig, **engine_overrides: Any) -> None:
         try:
@@ -249,9 +255,11 @@ class VLLMEngine:
         self.max_model_len = self.llm.model_config.max_model_len
         self.n_vocab = self.llm.model_config.get_vocab_size()   # ids past it are a per-request error, not a crash
         self.max_allowed_ids = allowed_ids_limit(self.llm.vllm_config)
-        from vllm.inputs import TokensPrompt
+        from vllm.inputs import tokens_input
 
-        self._prompt = TokensPrompt                             # vLLM's typed prompt form for token ids
+        # vLLM's processed form for token ids ({"type": "token", ...}): AsyncLLM.generate takes it as it is; a raw
+        # TokensPrompt goes through InputProcessor's deprecated path ("Passing raw prompts ... is deprecated")
+        self._prompt = tokens_input             # an instance attribute: not bound as a method
         # vLLM's engine core is a separate process: if this process ends without close() (an unhandled signal
         # path, sys.exit from a thread), shut it down at interpreter exit so it never outlives us holding the GPU
         import atexit

@@ -2,6 +2,9 @@
 
 import pytest
 
+from completer import healing
+from completer.engine.base import Request
+
 from tests.helpers import engine_contract as contract
 
 
@@ -25,3 +28,26 @@ async def test_concurrent_requests(make_engine):
 
 async def test_token_healing(make_engine):
     await contract.check_token_healing(make_engine)
+
+
+async def test_prompts_reach_vllm_in_its_processed_form(make_engine):
+    """vLLM 0.26 deprecates raw prompts ("Passing raw prompts to InputProcessor is deprecated ... removed"): every
+    request, healing steps included, hands AsyncLLM the processed ``{"type": "token"}`` input."""
+    engine = make_engine(speculation="none")
+    seen: list[dict] = []
+    process = engine.llm.input_processor.process_inputs
+
+    def record(request_id, prompt, *args, **kwargs):
+        seen.append(prompt)
+        return process(request_id, prompt, *args, **kwargs)
+
+    engine.llm.input_processor.process_inputs = record
+    try:
+        await contract.greedy_outputs(engine, contract.PROMPTS[:2], 4)
+        p = contract.HEAL_PROMPTS[0]
+        heal = healing.heal_point(p, engine.tokenizer)
+        text, _, _ = await contract.collect(engine, Request("h", p[: len(p) - len(heal)], max_new_tokens=4, heal=heal))
+        assert text, "the healed request wrote nothing"
+    finally:
+        await engine.close()
+    assert seen and all(isinstance(p, dict) and p.get("type") == "token" for p in seen), seen

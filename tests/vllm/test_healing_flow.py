@@ -26,6 +26,7 @@ class FakeLLM:
         self.tok, self.script, self.calls = tok, script, []
 
     def generate(self, prompt, params, rid):
+        assert prompt["type"] == "token", prompt   # vLLM's processed input form, not the deprecated raw prompt
         self.calls.append((rid, list(prompt["prompt_token_ids"]), params))
         ids = self.script[rid.split("#")[0] + ("#" + rid.split("#")[1] if "#" in rid else "")]
 
