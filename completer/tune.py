@@ -227,6 +227,15 @@ async def run(args) -> int:
             table[name] = {"settings": cands[name], **measured[name]}
             if "error" in measured[name]:
                 print(f"{name}: error: {measured[name]['error']}", flush=True)
+            else:
+                r = measured[name]
+                print(f"{name}: {r['tokens_per_s_p50']:.1f} tok/s p50, latency p50/p95 {r['latency_p50_ms']:.0f}/"
+                      f"{r['latency_p95_ms']:.0f} ms, {r['tokens_per_step']:.2f} tokens/step", flush=True)
+        if args.out and len(groups) > 1:   # vLLM: an engine start per configuration; keep what is measured so far
+            partial = Path(str(args.out) + ".partial")
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(json.dumps({"command": "completer tune " + " ".join(args.argv), "table": table},
+                                          indent=1) + "\n")
     base = table["none"]
     for r in table.values():
         if "error" not in r and "error" not in base:
