@@ -54,6 +54,24 @@ def test_summary_takes_each_prompts_median_time_over_the_rounds():
     assert not summarise(rounds, {}, {})["same_output_every_round"]
 
 
+def test_greedy_output_is_compared_with_nones_round_by_round():
+    from completer.tune import greedy_identical
+
+    none = {"outputs": [["a(x)", "b"], ["a(y)", "b"]]}     # none's own rounds differ (vLLM: a cached prefill in bf16)
+    assert greedy_identical({"outputs": [["a(x)", "b"], ["a(y)", "b"]]}, none)
+    assert not greedy_identical({"outputs": [["a(y)", "b"], ["a(x)", "b"]]}, none)   # same texts, other rounds
+    assert not greedy_identical({"outputs": [["a(x)", "b"], ["a(y)", "c"]]}, none)
+    assert not greedy_identical({"outputs": [["a(x)", "b"]]}, none)
+
+
+def test_summary_counts_healing_steps_served_unconstrained():
+    from completer.tune import summarise
+
+    rounds = [[(0.1, [1], "a")]]
+    assert summarise(rounds, {"heal_unconstrained": 2}, {"heal_unconstrained": 5})["heal_unconstrained"] == 3
+    assert "heal_unconstrained" not in summarise(rounds, {}, {})   # the embedded engine has no such limit
+
+
 def test_tune_defaults_follow_the_target():
     from completer.tune import default_models
 
