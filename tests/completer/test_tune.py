@@ -54,14 +54,25 @@ def test_summary_takes_each_prompts_median_time_over_the_rounds():
     assert not summarise(rounds, {}, {})["same_output_every_round"]
 
 
-def test_greedy_output_is_compared_with_nones_round_by_round():
-    from completer.tune import greedy_identical
+def test_greedy_output_is_judged_on_the_first_round_and_reported_per_round():
+    from completer.tune import greedy_identical, identical_per_round
 
     none = {"outputs": [["a(x)", "b"], ["a(y)", "b"]]}     # none's own rounds differ (vLLM: a cached prefill in bf16)
-    assert greedy_identical({"outputs": [["a(x)", "b"], ["a(y)", "b"]]}, none)
-    assert not greedy_identical({"outputs": [["a(y)", "b"], ["a(x)", "b"]]}, none)   # same texts, other rounds
-    assert not greedy_identical({"outputs": [["a(x)", "b"], ["a(y)", "c"]]}, none)
-    assert not greedy_identical({"outputs": [["a(x)", "b"]]}, none)
+    assert greedy_identical({"outputs": [["a(x)", "b"], ["a(z)", "b"]]}, none)
+    assert identical_per_round({"outputs": [["a(x)", "b"], ["a(z)", "b"]]}, none) == [2, 1]
+    assert not greedy_identical({"outputs": [["a(y)", "b"], ["a(x)", "b"]]}, none)
+    assert not greedy_identical({"outputs": [["a(x)", "c"]]}, none)
+
+
+def test_the_warm_up_request_shares_no_prefix_with_the_first_request():
+    from completer.tune import Request, warm_up_request
+
+    first = Request("p", "<fim_prefix>x = ", max_new_tokens=9, stop=("\n",), heal="= ")
+    w = warm_up_request(first)
+    assert w.prompt[0] != first.prompt[0] and w.prompt.endswith(first.prompt)
+    assert (w.max_new_tokens, w.stop, w.heal) == (9, ("\n",), "= ")
+    ids = warm_up_request(Request("p", [5, 6, 7])).prompt
+    assert list(ids) == [7, 5, 6, 7]
 
 
 def test_summary_counts_healing_steps_served_unconstrained():
