@@ -6,7 +6,8 @@ chosen from a measurement, not hoped for. Each available method and k runs in it
 prompts, one request at a time, greedy, in rounds interleaved across the configurations (the order rotating; the
 embedded backend's engines all side by side, vLLM's one at a time); per configuration, from each prompt's median time
 over the rounds: median tokens/s per request, aggregate tokens/s, latency p50/p95, tokens per step, and whether the
-output is identical to no speculation (and the same in every round). The winner is the fastest
+output is identical to no speculation in the first round, where no prompt is in a prefix cache (later rounds are
+reported per round: in bf16 vLLM's cached prefills can turn near-ties, none's own included). The winner is the fastest
 configuration by median tokens/s among those with identical greedy output, at least ``--min-gain`` over none, and
 request latency p50 and p95 no higher than none's; if nothing qualifies, ``none`` wins.
 
@@ -14,7 +15,8 @@ The requests are shaped as the editor's (``--requests editor``, the default): a 
 held-out source file, the prompt, stop strings, token limit and token healing that ``completer.pipeline.plan`` makes
 for it, as the language server sends them. Ghost text is short (a line ends at the newline), and on a GPU the time
 to the first token weighs more than the decode speed there: a method measured on 48-token completions alone once
-chose eagle3 at 1.32x that was 0.74x on requests ending at a median 21 tokens (bench/results/vllm/2026-12-04c, d).
+chose eagle3 at 1.32x that was 0.74x on requests ending at a median 21 tokens (bench/results/vllm/2026-12-04c, d);
+on editor requests at house scale on the H200 tune chose none, or eagle3 k=2 at 1.11x (2026-12-04e).
 ``--requests fixed`` measures fixed-length completions of FIM prompts (``--max-new-tokens``, 48), as before.
 
 Saves the result (JSON: the winning engine settings and the whole table) where an engine with
