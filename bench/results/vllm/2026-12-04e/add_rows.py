@@ -1,7 +1,7 @@
 """Rows of speculation_summary.json from `completer tune` on vLLM (house v2), 2026-12-04d and 2026-12-04e: one row
 per configuration per run, with the requests' shape ("editor": lines typed in held-out files, planned as the server
 plans them; "fixed": 48-token fill-in-the-middle completions) and the rule that judged greedy identity.
-Run from the project root: python bench/results/vllm/2026-12-04e/add_rows.py"""
+Run from the project root: python bench/results/vllm/2026-12-04e/add_rows.py (replaces its own rows)"""
 import json
 from pathlib import Path
 
@@ -15,10 +15,10 @@ RUNS = [  # (file, rule: how greedy identity was judged by the tune that ran)
     ("2026-12-04e/call7/tune-fixed.json", "round by round (b38b117)"),
     ("2026-12-04e/call10/tune-fixed.json", "first round, no prompt cached (dbd9bbf)"),
     ("2026-12-04e/call10/tune-editor.json", "first round, no prompt cached (dbd9bbf)"),
+    ("2026-12-04e/call13/tune-fixed.json", "first round, no prompt cached (dbd9bbf)"),
 ]
 old = json.loads((D / "speculation_summary.json").read_text())
-if any(r.get("source", "").startswith(("2026-12-04d", "2026-12-04e")) for r in old):
-    raise SystemExit("already added")
+old = [r for r in old if r.get("source") not in {name for name, _ in RUNS}]   # re-running replaces this script's rows
 rows = []
 for name, rule in RUNS:
     t = json.loads((D / name).read_text())
