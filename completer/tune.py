@@ -3,9 +3,10 @@
 Why: whether speculation pays depends on the hardware and the models (on the H200 the house pair's ``draft_model``
 is 0.5x of no speculation while at 7B an EAGLE-3 drafter is ~2x; on a CPU it is different again), so the setting is
 chosen from a measurement, not hoped for. Each available method and k runs in its own engine on the same sample
-prompts, one request at a time, greedy, in rounds interleaved across the configurations (the order rotating; the
-embedded backend's engines all side by side, vLLM's one at a time); per configuration, from each prompt's median time
-over the rounds: median tokens/s per request, aggregate tokens/s, latency p50/p95, tokens per step, and whether the
+prompts, one request at a time, greedy, in rounds interleaved across the configurations (the order rotating; all
+engines side by side, vLLM's each with a share of GPU memory, unless ``--engines one-at-a-time``); per
+configuration, from each prompt's median time over the rounds: median tokens/s per request, aggregate tokens/s,
+latency p50/p95, time to the first token and decode time per token, tokens per step, and whether the
 output is identical to no speculation in the first round, where no prompt is in a prefix cache (later rounds are
 reported per round: in bf16 vLLM's cached prefills can turn near-ties, none's own included). The winner is the fastest
 configuration by median tokens/s among those with identical greedy output, at least ``--min-gain`` over none, and
@@ -64,32 +65,56 @@ def candidates(backend: str, ks: list[int], draft: str | None, drafter: str | No
     return out
 
 
-async def _one(engine, rid: str, request: Request) -> tuple[float, list[int], str]:
-    """(seconds, token ids generated, text delivered) of one request. The text is the output that must be identical:
-    an engine may generate a few tokens past a stop string before it sees it (the embedded engine checks stop
-    strings after a burst of steps, whose length depends on timing), and they are never shown."""
-    t0, ids, text = time.perf_counter(), [], []
+@dataclasses.dataclass
+class Run:
+    """One request's measurement: ``seconds`` in all, ``first_s`` to its first token, ``first_tokens`` in the chunk
+    that brought it, the token ids generated and the text delivered."""
+    seconds: float
+    ids: list[int]
+    text: str
+    first_s: float | None = None
+    first_tokens: int = 0
+
+    def decode_ms_per_token(self) -> float | None:
+        """Time per token after the first chunk: the decode steps' cost (a step of speculation writes several)."""
+        rest = len(self.ids) - self.first_tokens
+        return (self.seconds - self.first_s) * 1e3 / rest if rest > 0 and self.first_s is not None else None
+
+
+async def _one(engine, rid: str, request: Request) -> Run:
+    """One request, timed. The text is the output that must be identical: an engine may generate a few tokens past
+    a stop string before it sees it (the embedded engine checks stop strings after a burst of steps, whose length
+    depends on timing), and they are never shown."""
+    t0, run, text = time.perf_counter(), Run(0.0, [], ""), []
     async for chunk in engine.generate(dataclasses.replace(request, request_id=rid)):
-        ids.extend(chunk.token_ids)
+        if chunk.token_ids and run.first_s is None:
+            run.first_s, run.first_tokens = time.perf_counter() - t0, len(chunk.token_ids)
+        run.ids.extend(chunk.token_ids)
         text.append(chunk.text)
-    return time.perf_counter() - t0, ids, "".join(text)
+    run.seconds, run.text = time.perf_counter() - t0, "".join(text)
+    return run
 
 
-def summarise(rounds: list[list[tuple[float, list[int], str]]], before: dict, after: dict) -> dict:
-    """One configuration's figures from its rounds (each: (seconds, token ids, text) per prompt): per prompt the
-    median time over the rounds, then medians / p95 over the prompts; the texts of every round as ``outputs`` (a
-    list per round) and of the first as ``output`` (see :func:`greedy_identical`)."""
-    lat = [statistics.median(r[i][0] for r in rounds) for i in range(len(rounds[0]))]
-    ids = [x[1] for x in rounds[0]]
-    output = [x[2] for x in rounds[0]]
+def summarise(rounds: list[list[Run]], before: dict, after: dict) -> dict:
+    """One configuration's figures from its rounds (each: a :class:`Run` per prompt): per prompt the median time
+    over the rounds, then medians / p95 over the prompts; time to the first token and decode time per token
+    (medians over every request of every round: where a configuration's time goes); the texts of every round as
+    ``outputs`` (a list per round) and of the first as ``output`` (see :func:`greedy_identical`)."""
+    lat = [statistics.median(r[i].seconds for r in rounds) for i in range(len(rounds[0]))]
+    ids = [x.ids for x in rounds[0]]
+    output = [x.text for x in rounds[0]]
+    first = [x.first_s * 1e3 for r in rounds for x in r if x.first_s is not None]
+    decode = [d for r in rounds for x in r if (d := x.decode_ms_per_token()) is not None]
     drafts = (after.get("draft_per_position") or [0])[0] - ((before.get("draft_per_position") or [0]) + [0])[0]
     accepted = after.get("accepted_tokens", 0) - before.get("accepted_tokens", 0)
     return {"tokens_per_s_p50": statistics.median(len(x) / t for t, x in zip(lat, ids) if x),
             "aggregate_tokens_per_s": sum(len(x) for x in ids) / sum(lat),
             "latency_p50_ms": statistics.median(lat) * 1e3, "latency_p95_ms": nearest_rank(lat, 95) * 1e3,
+            "first_token_p50_ms": statistics.median(first) if first else None,
+            "decode_ms_per_token_p50": statistics.median(decode) if decode else None,
             "tokens_per_step": 1 + accepted / drafts if drafts else 1.0, "rounds": len(rounds),
-            "same_output_every_round": all([x[2] for x in r] == output for r in rounds), "output": output,
-            "outputs": [[x[2] for x in r] for r in rounds],
+            "same_output_every_round": all([x.text for x in r] == output for r in rounds), "output": output,
+            "outputs": [[x.text for x in r] for r in rounds],
             **({"heal_unconstrained": after["heal_unconstrained"] - before.get("heal_unconstrained", 0)}
                if "heal_unconstrained" in after else {})}
 
@@ -220,24 +245,33 @@ def choose(table: dict[str, dict], min_gain: float) -> str:
 async def run(args) -> int:
     ks = [int(k) for k in args.ks.split(",") if k]
     common = dict(backend=args.backend, model=args.model, draft=args.draft, device=args.device)
-    if args.backend == "vllm":
-        common.update(drafter=args.drafter, gpu_memory_utilization=args.gpu_memory_utilization)
     cands = candidates(args.backend, ks, args.draft, args.drafter)
     if args.only:
+        unknown = [k for k in args.only.split(",") if k and k not in cands]
+        if unknown:
+            raise SystemExit(f"completer tune: --only names no configuration {unknown}; there are {list(cands)}")
         cands = {k: cands[k] for k in args.only.split(",") if k in cands}
         cands.setdefault("none", dict(speculation="none"))
+    together = args.backend == "torch" or args.engines == "together"
+    if args.backend == "vllm":
+        common.update(drafter=args.drafter, gpu_memory_utilization=gpu_share(args.gpu_memory_utilization,
+                                                                             len(cands) if together else 1))
     from .engine.base import open_model
 
     folder, tokenizer = open_model(args.model)      # the engines' tokenizer, without starting an engine
     requests = sample_requests(args, folder, tokenizer)
-    rounds = args.rounds or (3 if args.backend == "torch" else 1)
+    rounds = args.rounds or (3 if together else 1)
     most = max(q.max_new_tokens for q in requests)
     shape = f"editor-shaped (stops, up to {most} new tokens)" if any(q.stop for q in requests) else \
         f"{most} new tokens each"
     print(f"tuning {len(cands)} configurations on {len(requests)} requests, {shape}, {rounds} round(s)", flush=True)
-    # the embedded backend's engines are small and share one model thread: all side by side, rounds interleaved;
-    # vLLM engines each take a share of GPU memory: one at a time, its rounds in a row
-    groups = [list(cands)] if args.backend == "torch" else [[name] for name in cands]
+    # all engines side by side, rounds interleaved, so that a drift of the machine falls on every configuration
+    # alike (on the H200 none alone measured 155-345 tokens/s p50 in four calls); vLLM's each with a share of GPU
+    # memory, or with --engines one-at-a-time (a model too large for several copies) each alone, rounds in a row
+    groups = [list(cands)] if together else [[name] for name in cands]
+    if args.backend == "vllm":
+        print(f"vLLM engines: {'all at once' if together else 'one at a time'}, gpu_memory_utilization "
+              f"{common['gpu_memory_utilization']:.2f} each", flush=True)
     total, done, t0 = rounds * len(cands), [0], time.time()
 
     def progress(name: str, r: int) -> None:
@@ -256,7 +290,9 @@ async def run(args) -> int:
             else:
                 r = measured[name]
                 print(f"{name}: {r['tokens_per_s_p50']:.1f} tok/s p50, latency p50/p95 {r['latency_p50_ms']:.0f}/"
-                      f"{r['latency_p95_ms']:.0f} ms, {r['tokens_per_step']:.2f} tokens/step", flush=True)
+                      f"{r['latency_p95_ms']:.0f} ms, first token {_ms(r['first_token_p50_ms'])}, decode "
+                      f"{_ms(r['decode_ms_per_token_p50'], 2)}/token, {r['tokens_per_step']:.2f} tokens/step",
+                      flush=True)
         if args.out and len(groups) > 1:   # vLLM: an engine start per configuration; keep what is measured so far
             partial = Path(str(args.out) + ".partial")
             partial.parent.mkdir(parents=True, exist_ok=True)
@@ -291,18 +327,40 @@ async def run(args) -> int:
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text)
-    print("| configuration | tok/s p50 | vs none | aggregate tok/s | latency p50 / p95 ms | tokens/step | greedy = none |")
-    print("|---|---|---|---|---|---|---|")
+    print("| configuration | tok/s p50 | vs none | aggregate tok/s | latency p50 / p95 ms | first token p50 | "
+          "decode per token p50 | tokens/step | greedy = none |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, r in table.items():
         if "error" in r:
-            print(f"| {name} | error: {r['error']} | | | | | |")
+            print(f"| {name} | error: {r['error']} | | | | | | | |")
             continue
         print(f"| {name}{' **(chosen)**' if name == winner else ''} | {r['tokens_per_s_p50']:.1f} | "
               f"{r['speedup_vs_none']:.2f}x | {r['aggregate_tokens_per_s']:.1f} | {r['latency_p50_ms']:.0f} / "
-              f"{r['latency_p95_ms']:.0f} | {r['tokens_per_step']:.2f} | {r['greedy_identical_to_none']} |")
+              f"{r['latency_p95_ms']:.0f} | {_ms(r['first_token_p50_ms'])} | {_ms(r['decode_ms_per_token_p50'], 2)} | "
+              f"{r['tokens_per_step']:.2f} | {r['greedy_identical_to_none']} |")
     print(f"chosen: {winner} -> engine settings {json.dumps(result['settings'])}; saved for speculation='auto' "
           f"(the default) in {saved_to}" + (f"; wrote {args.out}" if args.out else ""))
     return 0
+
+
+def _ms(v: float | None, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:.{digits}f} ms"
+
+
+# what tune's vLLM engines may take of the GPU together (vLLM's own default for one engine is 0.9)
+GPU_SHARE_TOGETHER = 0.9
+
+
+def gpu_share(given: float | None, engines: int) -> float:
+    """Each vLLM engine's ``gpu_memory_utilization``: ``given``, else 0.35 for one engine alone and an equal part of
+    0.9 for ``engines`` side by side (house models take well under 1 GB; the rest is KV cache)."""
+    if given is not None:
+        if engines * given > 1.0:
+            raise SystemExit(f"completer tune: {engines} engines at --gpu-memory-utilization {given} need "
+                             f"{engines * given:.2f} of the GPU; give at most {1.0 / engines:.2f}, or "
+                             f"--engines one-at-a-time")
+        return given
+    return min(0.35, GPU_SHARE_TOGETHER / engines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -316,14 +374,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drafter", default=None, help="EAGLE-3 drafter (vLLM backend; '' for none; default: the one "
                     "that ships for the target: house:eagle3 for house:target, house:v2/eagle3 for house:v2/target)")
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--gpu-memory-utilization", type=float, default=0.35)
+    ap.add_argument("--gpu-memory-utilization", type=float, default=None, help="vLLM: each engine's share of "
+                    "GPU memory (default: 0.9 split between the engines, at most 0.35)")
+    ap.add_argument("--engines", choices=("together", "one-at-a-time"), default="together", help="vLLM: start "
+                    "every configuration's engine first and interleave the rounds (default), or one engine at a "
+                    "time with its rounds in a row (for a model too large to hold several copies)")
     ap.add_argument("--ks", default="2,4", help="comma-separated k to try for each method")
     ap.add_argument("--only", default=None, help="comma-separated configuration names (none is always run)")
     ap.add_argument("--prompts", default=None, help="JSON list of prompts (strings or {'prompt': ...}); "
                     "default: fill-in-the-middle prompts from held-out source files")
     ap.add_argument("--n", type=int, default=12, help="prompts per configuration")
     ap.add_argument("--rounds", type=int, default=0, help="rounds over the prompts per configuration, interleaved "
-                    "(per prompt the median time is used; default 3 on the embedded backend, 1 on vLLM)")
+                    "(per prompt the median time is used; default 3, 1 on vLLM with --engines one-at-a-time)")
     ap.add_argument("--requests", choices=("editor", "fixed"), default="editor", help="editor: shaped as the "
                     "language server sends them while a line is typed (stops, healing, up to --max-new-tokens, 64); "
                     "fixed: fill-in-the-middle prompts completed to --max-new-tokens (48)")

@@ -36,11 +36,12 @@ def test_choice_is_never_slower_than_none_in_request_latency():
 
 
 def test_summary_takes_each_prompts_median_time_over_the_rounds():
-    from completer.tune import summarise
+    from completer.tune import Run, summarise
 
     ids, text = [[1, 2, 3, 4], [5, 6]], ["abcd", "ef"]
-    rounds = [[(0.4, ids[0], text[0]), (0.1, ids[1], text[1])], [(0.2, ids[0], text[0]), (0.3, ids[1], text[1])],
-              [(0.2, ids[0], text[0]), (0.2, ids[1], text[1])]]
+    rounds = [[Run(0.4, ids[0], text[0]), Run(0.1, ids[1], text[1])],
+              [Run(0.2, ids[0], text[0]), Run(0.3, ids[1], text[1])],
+              [Run(0.2, ids[0], text[0]), Run(0.2, ids[1], text[1])]]
     s = summarise(rounds, {"accepted_tokens": 0, "draft_per_position": [0]},
                   {"accepted_tokens": 3, "draft_per_position": [4]})
     assert s["latency_p50_ms"] == 200.0 and s["rounds"] == 3       # per prompt 0.2 s and 0.2 s
@@ -48,10 +49,24 @@ def test_summary_takes_each_prompts_median_time_over_the_rounds():
     assert s["aggregate_tokens_per_s"] == 15.0 and s["tokens_per_step"] == 1.75
     assert s["same_output_every_round"] and s["output"] == text
     # a token past a stop string (never shown) is not other output; other text is
-    rounds[2][1] = (0.2, [5, 6, 9], "ef")
+    rounds[2][1] = Run(0.2, [5, 6, 9], "ef")
     assert summarise(rounds, {}, {})["same_output_every_round"]
-    rounds[2][1] = (0.2, [5, 7], "eg")
+    rounds[2][1] = Run(0.2, [5, 7], "eg")
     assert not summarise(rounds, {}, {})["same_output_every_round"]
+
+
+def test_summary_splits_each_request_into_its_first_token_and_the_decode_after_it():
+    """Where a configuration's time goes: speculation may buy faster decode with a slower first token (on the H200
+    at house scale eagle3's first token came 8.7 ms later than none's)."""
+    from completer.tune import Run, summarise
+
+    # 20 ms to a first chunk of 1 token, then 4 tokens in 8 ms: 2 ms per token; a one-token request has no decode
+    rounds = [[Run(0.028, [1, 2, 3, 4, 5], "x", first_s=0.020, first_tokens=1), Run(0.010, [7], "y", 0.010, 1)],
+              [Run(0.036, [1, 2, 3, 4, 5], "x", first_s=0.030, first_tokens=3), Run(0.012, [7], "y", 0.012, 1)]]
+    s = summarise(rounds, {}, {})
+    assert s["first_token_p50_ms"] == 16.0                          # median of 20, 10, 30, 12 ms
+    assert abs(s["decode_ms_per_token_p50"] - 2.5) < 1e-9           # 8 ms / 4 and 6 ms / 2 tokens
+    assert summarise([[Run(0.01, [7], "y", 0.01, 1)]], {}, {})["decode_ms_per_token_p50"] is None
 
 
 def test_greedy_output_is_judged_on_the_first_round_and_reported_per_round():
@@ -76,9 +91,9 @@ def test_the_warm_up_request_shares_no_prefix_with_the_first_request():
 
 
 def test_summary_counts_healing_steps_served_unconstrained():
-    from completer.tune import summarise
+    from completer.tune import Run, summarise
 
-    rounds = [[(0.1, [1], "a")]]
+    rounds = [[Run(0.1, [1], "a")]]
     assert summarise(rounds, {"heal_unconstrained": 2}, {"heal_unconstrained": 5})["heal_unconstrained"] == 3
     assert "heal_unconstrained" not in summarise(rounds, {}, {})   # the embedded engine has no such limit
 
@@ -157,3 +172,26 @@ def test_editor_shaped_requests_are_what_the_server_sends_while_a_line_is_typed(
     assert any(r.heal for r in reqs)           # a partial word at the cursor is re-typed by the model
     assert len({r.prompt for r in reqs}) > 1   # seeded, different cursors
     assert editor_requests([SRC] * 6, folder, tok, 5, seed=3, max_tokens=40) == reqs
+
+
+def test_vllm_engines_side_by_side_split_the_gpu():
+    """tune starts every vLLM engine first and interleaves the rounds (run-to-run drift of the H200 was larger than
+    the effect measured one engine at a time), each with a part of GPU memory that fits beside the others."""
+    import pytest
+
+    from completer.tune import gpu_share
+
+    assert gpu_share(None, 1) == 0.35 and gpu_share(None, 2) == 0.35
+    assert gpu_share(None, 4) == 0.225 and gpu_share(None, 6) == 0.15
+    assert gpu_share(0.2, 4) == 0.2
+    with pytest.raises(SystemExit, match="one-at-a-time"):
+        gpu_share(0.35, 4)
+
+
+def test_only_names_configurations_that_exist(tmp_path):
+    import pytest
+
+    from completer.tune import main
+
+    with pytest.raises(SystemExit, match="eagle3 k=9"):
+        main(["--only", "eagle3 k=9", "--out", str(tmp_path / "t.json")])
