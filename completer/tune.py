@@ -141,10 +141,11 @@ def warm_up_request(first: Request) -> Request:
 
 
 async def measure(configs: dict[str, EngineConfig], requests: list[Request], rounds: int,
-                  progress) -> dict[str, dict]:
+                  progress, checkpoint=None) -> dict[str, dict]:
     """Run ``configs`` side by side: every engine built and warmed first, then ``rounds`` rounds in which each
     configuration runs every prompt once, the order rotating each round (so a change of the machine's load falls on
-    all of them alike). A configuration whose engine fails is ``{"error": ...}``."""
+    all of them alike). A configuration whose engine fails is ``{"error": ...}``. ``checkpoint`` gets the figures
+    of the rounds so far after each round (a run stopped by a time limit keeps what it measured)."""
     engines, out = {}, {}
     try:
         for name, config in configs.items():
@@ -157,11 +158,15 @@ async def measure(configs: dict[str, EngineConfig], requests: list[Request], rou
         before = {name: e.counters() for name, e in engines.items()}
         runs: dict[str, list] = {name: [] for name in engines}
         names = list(engines)
+        progress(None, -1)                              # the engines are up: the rounds start
         for r in range(rounds):
             k = r % len(names) if names else 0
             for name in names[k:] + names[:k]:
                 runs[name].append([await _one(engines[name], f"r{r}-{i}", q) for i, q in enumerate(requests)])
                 progress(name, r)
+            if checkpoint is not None:
+                checkpoint({**out, **{name: summarise(runs[name], before[name], e.counters())
+                                      for name, e in engines.items()}})
         for name, e in engines.items():
             out[name] = summarise(runs[name], before[name], e.counters())
     finally:
@@ -272,17 +277,36 @@ async def run(args) -> int:
     if args.backend == "vllm":
         print(f"vLLM engines: {'all at once' if together else 'one at a time'}, gpu_memory_utilization "
               f"{common['gpu_memory_utilization']:.2f} each", flush=True)
-    total, done, t0 = rounds * len(cands), [0], time.time()
+    total, done = rounds * len(cands), [0]
 
-    def progress(name: str, r: int) -> None:
+    t_rounds = [0.0, 0]                 # when this group's rounds started, rounds done before it
+
+    def progress(name: str | None, r: int) -> None:
+        """One configuration's round done (``name`` None: a group's engines are up, its rounds begin). The ETA
+        is from the rounds' pace alone: engine starts (50-120 s each on vLLM) are not rounds."""
+        if name is None:
+            t_rounds[:] = [time.time(), done[0]]
+            return
         done[0] += 1
-        eta = (time.time() - t0) / done[0] * (total - done[0])
+        eta = (time.time() - t_rounds[0]) / (done[0] - t_rounds[1]) * (total - done[0])
         print(f"[{done[0]}/{total}] round {r + 1}/{rounds} {name}  (ETA {eta:.0f} s)", flush=True)
 
     table: dict[str, dict] = {}
+
+    def write_partial(measured: dict[str, dict]) -> None:
+        """OUT.partial: the table so far (every configuration measured, or the rounds done), as a round or an
+        engine ends: a vLLM engine takes 50-120 s to start, and a device call can run out of time."""
+        if not args.out:
+            return
+        partial = Path(str(args.out) + ".partial")
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        rows = {**table, **{n: {"settings": cands[n], **r} for n, r in measured.items()}}
+        partial.write_text(json.dumps({"command": "completer tune " + " ".join(args.argv), "table": rows},
+                                      indent=1) + "\n")
+
     for group in groups:
         measured = await measure({n: EngineConfig(**{**common, **cands[n]}) for n in group}, requests, rounds,
-                                 progress)
+                                 progress, checkpoint=write_partial)
         for name in group:
             table[name] = {"settings": cands[name], **measured[name]}
             if "error" in measured[name]:
@@ -293,11 +317,7 @@ async def run(args) -> int:
                       f"{r['latency_p95_ms']:.0f} ms, first token {_ms(r['first_token_p50_ms'])}, decode "
                       f"{_ms(r['decode_ms_per_token_p50'], 2)}/token, {r['tokens_per_step']:.2f} tokens/step",
                       flush=True)
-        if args.out and len(groups) > 1:   # vLLM: an engine start per configuration; keep what is measured so far
-            partial = Path(str(args.out) + ".partial")
-            partial.parent.mkdir(parents=True, exist_ok=True)
-            partial.write_text(json.dumps({"command": "completer tune " + " ".join(args.argv), "table": table},
-                                          indent=1) + "\n")
+        write_partial({})
     base = table["none"]
     for r in table.values():
         if "error" not in r and "error" not in base:
