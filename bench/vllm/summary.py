@@ -43,6 +43,42 @@ def house_rows(house: dict, source: str | None = None, skip: tuple = ()) -> list
     return rows
 
 
+def tune_rows(tune: dict, source: str, rule: str, model: str = "house:v2/target",
+              drafter: str = "house:v2/eagle3") -> list[dict]:
+    """Rows from one ``completer tune --backend vllm`` result (its JSON): one per configuration measured, with the
+    requests' shape (``editor``: lines typed in held-out files, planned as the server plans them; ``fixed``:
+    fill-in-the-middle completions of ``max_new_tokens``) and ``rule``, how that tune judged greedy identity."""
+    none = tune["table"]["none"]
+    rows = []
+    for config, r in tune["table"].items():
+        if "error" in r:
+            continue
+        method, _, k = config.partition(" k=")
+        rows.append({"scale": "house", "method": method, "k": int(k or 0), "tokens_per_step": r["tokens_per_step"],
+                     "speedup_vs_none": r["speedup_vs_none"],
+                     "speedup_aggregate_vs_none": r["aggregate_tokens_per_s"] / none["aggregate_tokens_per_s"],
+                     "tokens_per_s_p50": r["tokens_per_s_p50"], "latency_p50_ms": r["latency_p50_ms"],
+                     "latency_p95_ms": r["latency_p95_ms"], "greedy_identical_to_none": r["greedy_identical_to_none"],
+                     "identity_rule": rule, "chosen_by_tune": config == tune["winner"],
+                     "requests": tune.get("requests", "fixed"), "prompts": tune["prompts"], "rounds": r["rounds"],
+                     **({"first_token_p50_ms": r["first_token_p50_ms"],
+                         "decode_ms_per_token_p50": r["decode_ms_per_token_p50"]} if "first_token_p50_ms" in r else {}),
+                     "measured": True, "model": model, "drafter": drafter if method == "eagle3" else None,
+                     "source": source})
+    return rows
+
+
+def add_tune_runs(summary: Path, runs: list[tuple[str, str]], **tags) -> list[dict]:
+    """Add the rows of ``runs`` ((file relative to ``summary``'s folder, identity rule), ...) to ``summary``,
+    replacing rows an earlier call made from the same files; ``tags`` are added to each new row."""
+    old = json.loads(summary.read_text())
+    names = {name for name, _ in runs}
+    rows = [{**row, **tags} for name, rule in runs
+            for row in tune_rows(json.loads((summary.parent / name).read_text()), name, rule)]
+    summary.write_text(json.dumps([r for r in old if r.get("source") not in names] + rows, indent=1) + "\n")
+    return rows
+
+
 def dummy_steps(files: list[Path]) -> tuple[float, dict]:
     """(target decode step s, {(k, quant): step s}) from dummy.py JSON files."""
     target, steps = None, {}

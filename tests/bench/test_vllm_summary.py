@@ -1,0 +1,37 @@
+"""bench.vllm.summary: speculation_summary.json rows from `completer tune` results."""
+
+import json
+
+from bench.vllm.summary import add_tune_runs, tune_rows
+
+
+def _tune(winner: str, eagle_tps: float) -> dict:
+    row = {"tokens_per_s_p50": 100.0, "aggregate_tokens_per_s": 120.0, "latency_p50_ms": 50.0, "latency_p95_ms": 80.0,
+           "tokens_per_step": 1.0, "speedup_vs_none": 1.0, "greedy_identical_to_none": True, "rounds": 5,
+           "first_token_p50_ms": 10.0, "decode_ms_per_token_p50": 2.0}
+    eagle = {**row, "tokens_per_s_p50": eagle_tps, "aggregate_tokens_per_s": 150.0, "tokens_per_step": 2.1,
+             "speedup_vs_none": eagle_tps / 100}
+    return {"winner": winner, "requests": "fixed", "prompts": 24,
+            "table": {"eagle3 k=2": eagle, "ngram k=4": {"error": "engine failed"}, "none": row}}
+
+
+def test_one_row_per_measured_configuration_with_the_speedups_and_the_choice():
+    rows = tune_rows(_tune("eagle3 k=2", 117.0), "run/tune.json", "first round")
+    assert [(r["method"], r["k"]) for r in rows] == [("eagle3", 2), ("none", 0)]      # the failed engine: no row
+    eagle = rows[0]
+    assert eagle["speedup_vs_none"] == 1.17 and eagle["speedup_aggregate_vs_none"] == 1.25
+    assert eagle["chosen_by_tune"] and not rows[1]["chosen_by_tune"] and eagle["measured"]
+    assert eagle["drafter"] == "house:v2/eagle3" and rows[1]["drafter"] is None
+    assert eagle["decode_ms_per_token_p50"] == 2.0 and eagle["source"] == "run/tune.json"
+
+
+def test_adding_a_run_again_replaces_its_rows_and_keeps_the_others(tmp_path):
+    summary = tmp_path / "speculation_summary.json"
+    summary.write_text(json.dumps([{"scale": "7b-shape", "method": "eagle3", "k": 4, "measured": False}]))
+    (tmp_path / "a.json").write_text(json.dumps(_tune("none", 90.0)))
+    add_tune_runs(summary, [("a.json", "r")], engines="side by side")
+    (tmp_path / "a.json").write_text(json.dumps(_tune("eagle3 k=2", 130.0)))
+    add_tune_runs(summary, [("a.json", "r")], engines="side by side")
+    rows = json.loads(summary.read_text())
+    assert len(rows) == 3 and rows[0]["scale"] == "7b-shape"
+    assert rows[1]["speedup_vs_none"] == 1.3 and rows[1]["engines"] == "side by side"
