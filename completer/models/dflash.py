@@ -1,0 +1,346 @@
+"""A DFlash drafter for a Llama/Qwen2 target, in the checkpoint layout vLLM 0.26's ``method: "dflash"`` loads.
+
+Why: at house scale a vLLM step is its CPU work, and an EAGLE-3 step (its drafter run k times, one token each, each
+with its own attention metadata) costs 1.6x a step without speculation (bench/results/vllm/2026-12-04f). DFlash
+drafts all k tokens in ONE forward of a small decoder over the block ``[x_P, M, ..., M]`` (the token the target
+just wrote, then k mask tokens), conditioned on the target's hidden states, so its proposal costs one drafter step
+whatever k is; it stays in vLLM's V2 fast path with async scheduling (vllm/v1/worker/gpu/spec_decode/dflash).
+
+Architecture (what ``vllm/model_executor/models/qwen3_dflash.py`` of vLLM 0.26 computes; ``DFlashDraftModel``):
+- context: the target's residual stream after layers ``i + 1`` for ``i`` in ``target_layer_ids`` (DFlash ids: id i =
+  the output of layer i), concatenated ``[T, n*H]``; ``c = hidden_norm(fc(.))`` [T, H]; for every drafter layer l its
+  keys ``rope(k_norm(k_proj_l(c)))`` and values ``v_proj_l(c)`` at the context's positions (no input norm): the
+  drafter never runs its layers over the context;
+- the block at positions ``P .. P+k``: ``h = embed(ids)`` (the target's embedding, shared), Qwen3 decoder layers
+  (pre-norm; q_norm / k_norm per head before RoPE; GQA as the target's) whose queries see the context keys at
+  positions < P and the whole block (bidirectional; ``causal`` makes it causal); ``norm``; logits from the target's
+  tied embedding; the output at offset i (1..k) is the draft for position ``P + i``, argmax.
+Nothing of the drafter is fed back, so training is one pass (no unrolling): per block, cross-entropy of offsets
+1..k against the target's own greedy continuation (self-distillation, as the drafts are verified against it).
+
+Blocks are trained at the length served (``block_size`` = k + 1): mask slots after offset i influence offset i.
+The held-out report counts acceptance as vLLM does (``completer.models.drafter.summarise``).
+
+    completer train-drafter --method dflash --target house:v2/target --out completer/models/house/v2/dflash
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .drafter import rope, summarise, target_features
+from .llama import MLP, RMSNorm, apply_rope
+
+ARCHITECTURE = "DFlashDraftModel"
+FIM_PAD = "<|fim_pad|>"      # never in a FIM training stream or a prompt: the house vocabulary's mask token
+
+
+@dataclass
+class DFlashConfig:
+    hidden_size: int                       # = the target's (the embedding and lm_head are the target's)
+    intermediate_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    vocab_size: int
+    target_hidden_size: int
+    num_hidden_layers: int = 2
+    target_layer_ids: list[int] = field(default_factory=list)     # id i = output of target layer i (0-based)
+    mask_token_id: int = 4
+    block_size: int = 5                    # trained block: the bonus token + k = block_size - 1 masks
+    causal: bool = False
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    max_position_embeddings: int = 2048
+
+    @classmethod
+    def for_target(cls, t, mask_token_id: int, layers: int = 2, target_layer_ids: list[int] | None = None,
+                   block_size: int = 5, causal: bool = False) -> "DFlashConfig":
+        n = t.num_hidden_layers
+        ids = sorted(target_layer_ids) if target_layer_ids else default_target_layers(n)
+        if len(set(ids)) != len(ids) or ids[0] < 0 or ids[-1] >= n:
+            raise ValueError(f"target layer ids must be distinct integers in 0..{n - 1} (id i = output of layer i), "
+                             f"got {ids}")
+        if not 0 <= mask_token_id < t.vocab_size:
+            raise ValueError(f"mask token id {mask_token_id} is outside the vocabulary (0..{t.vocab_size - 1})")
+        if block_size < 2:
+            raise ValueError(f"block size must be at least 2 (the bonus token and one draft), got {block_size}")
+        return cls(hidden_size=t.hidden_size, intermediate_size=t.intermediate_size,
+                   num_attention_heads=t.num_attention_heads, num_key_value_heads=t.num_key_value_heads,
+                   head_dim=t.head_dim, vocab_size=t.vocab_size, target_hidden_size=t.hidden_size,
+                   num_hidden_layers=layers, target_layer_ids=ids, mask_token_id=mask_token_id,
+                   block_size=block_size, causal=causal, rms_norm_eps=t.rms_norm_eps, rope_theta=t.rope_theta,
+                   max_position_embeddings=t.max_position_embeddings)
+
+    @property
+    def aux_layer_ids(self) -> list[int]:
+        """The same depths as ``target_features`` counts them (id k = after k layers)."""
+        return [i + 1 for i in self.target_layer_ids]
+
+    def to_hf(self) -> dict:
+        """config.json as vLLM 0.26 reads a DFlash drafter (no eagle keys: they would override the layer ids)."""
+        return {
+            "architectures": [ARCHITECTURE], "model_type": "qwen3", "num_hidden_layers": self.num_hidden_layers,
+            "hidden_size": self.hidden_size, "intermediate_size": self.intermediate_size,
+            "num_attention_heads": self.num_attention_heads, "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim, "vocab_size": self.vocab_size, "target_hidden_size": self.target_hidden_size,
+            "rms_norm_eps": self.rms_norm_eps, "rope_theta": self.rope_theta,
+            "rope_parameters": {"rope_type": "default", "rope_theta": self.rope_theta},
+            "max_position_embeddings": self.max_position_embeddings, "hidden_act": "silu", "attention_bias": False,
+            "tie_word_embeddings": False, "torch_dtype": "bfloat16", "block_size": self.block_size,
+            "dflash_config": {"mask_token_id": self.mask_token_id, "target_layer_ids": self.target_layer_ids,
+                              **({"causal": True} if self.causal else {})},
+        }
+
+    @classmethod
+    def from_hf(cls, d: dict) -> "DFlashConfig":
+        if ARCHITECTURE not in (d.get("architectures") or []):
+            raise ValueError(f"not a DFlash drafter config (architectures {d.get('architectures')})")
+        dc = d.get("dflash_config") or {}
+        if "mask_token_id" not in dc or "target_layer_ids" not in dc:
+            raise ValueError("DFlash config.json lacks dflash_config.mask_token_id / target_layer_ids")
+        return cls(hidden_size=d["hidden_size"], intermediate_size=d["intermediate_size"],
+                   num_attention_heads=d["num_attention_heads"], num_key_value_heads=d["num_key_value_heads"],
+                   head_dim=d.get("head_dim") or d["hidden_size"] // d["num_attention_heads"],
+                   vocab_size=d["vocab_size"], target_hidden_size=d.get("target_hidden_size", d["hidden_size"]),
+                   num_hidden_layers=d["num_hidden_layers"], target_layer_ids=list(dc["target_layer_ids"]),
+                   mask_token_id=dc["mask_token_id"], block_size=d.get("block_size", 5),
+                   causal=bool(dc.get("causal", False)), rms_norm_eps=d["rms_norm_eps"],
+                   rope_theta=d.get("rope_theta", 10000.0), max_position_embeddings=d["max_position_embeddings"])
+
+
+def default_target_layers(n: int) -> list[int]:
+    """Low, middle, last (DFlash ids): EAGLE-3's three depths of the same target (after 2, n/2 and n layers)."""
+    ids = sorted({min(1, n - 1), max(0, n // 2 - 1), n - 1})
+    return ids
+
+
+class _Attention(nn.Module):
+    def __init__(self, c: DFlashConfig):
+        super().__init__()
+        q, kv = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
+        self.q_proj = nn.Linear(c.hidden_size, q, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, kv, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, kv, bias=False)
+        self.o_proj = nn.Linear(q, c.hidden_size, bias=False)
+        self.q_norm = RMSNorm(c.head_dim, c.rms_norm_eps)       # per head, before RoPE (Qwen3)
+        self.k_norm = RMSNorm(c.head_dim, c.rms_norm_eps)
+
+
+class _Layer(nn.Module):
+    def __init__(self, c: DFlashConfig):
+        super().__init__()
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.self_attn = _Attention(c)
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.mlp = MLP(c)
+
+
+class DFlashDrafter(nn.Module):
+    """Parameter names are the checkpoint's (vLLM prefixes ``model.``); the embedding is the target's, passed in."""
+
+    def __init__(self, config: DFlashConfig):
+        super().__init__()
+        c = self.config = config
+        self.fc = nn.Linear(len(c.target_layer_ids) * c.target_hidden_size, c.hidden_size, bias=False)
+        self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.layers = nn.ModuleList(_Layer(c) for _ in range(c.num_hidden_layers))
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        cos, sin = rope(c.head_dim, c.rope_theta, c.max_position_embeddings)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+
+    def _heads(self, x: torch.Tensor, proj: nn.Linear, n: int) -> torch.Tensor:
+        B, T, _ = x.shape
+        return proj(x).view(B, T, n, self.config.head_dim).transpose(1, 2)          # [B, n, T, D]
+
+    def forward(self, embed: torch.Tensor, feats: torch.Tensor, ids: torch.Tensor, pos: torch.Tensor,
+                mask: torch.Tensor) -> torch.Tensor:
+        """Hidden states [B, Q, H] (after ``norm``) of the query tokens ``ids`` [B, Q] at positions ``pos`` [Q].
+
+        ``feats`` [B, T, n*H]: the target's features at positions 0..T-1 (the context); ``mask`` [Q, T + Q] bool:
+        which context and query keys each query sees; ``embed`` [V, H]: the target's embedding matrix."""
+        c = self.config
+        ctx = self.hidden_norm(self.fc(feats))                                      # [B, T, H]
+        T = ctx.shape[1]
+        cos_c, sin_c = self.rope_cos[:T], self.rope_sin[:T]
+        cos_q, sin_q = self.rope_cos[pos], self.rope_sin[pos]
+        h = F.embedding(ids, embed)                                                 # [B, Q, H]
+        for layer in self.layers:
+            a = layer.self_attn
+            k_ctx = apply_rope(a.k_norm(self._heads(ctx, a.k_proj, c.num_key_value_heads)), cos_c, sin_c)
+            v_ctx = self._heads(ctx, a.v_proj, c.num_key_value_heads)
+            x = layer.input_layernorm(h)
+            q = apply_rope(a.q_norm(self._heads(x, a.q_proj, c.num_attention_heads)), cos_q, sin_q)
+            k = apply_rope(a.k_norm(self._heads(x, a.k_proj, c.num_key_value_heads)), cos_q, sin_q)
+            v = self._heads(x, a.v_proj, c.num_key_value_heads)
+            y = F.scaled_dot_product_attention(q, torch.cat([k_ctx, k], 2), torch.cat([v_ctx, v], 2),
+                                               attn_mask=mask, enable_gqa=c.num_attention_heads != c.num_key_value_heads)
+            h = h + a.o_proj(y.transpose(1, 2).reshape(h.shape[0], h.shape[1], -1))
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+        return self.norm(h)
+
+    def save(self, folder: Path, meta: dict | None = None) -> None:
+        from safetensors.torch import save_file
+
+        folder.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().to("cpu", torch.bfloat16).contiguous() for k, v in self.state_dict().items()}
+        check_checkpoint(self.config, {k: tuple(v.shape) for k, v in state.items()})
+        save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        (folder / "config.json").write_text(json.dumps(self.config.to_hf(), indent=2) + "\n")
+        if meta is not None:
+            (folder / "train_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, folder: str | Path, device="cpu", dtype=torch.float32) -> "DFlashDrafter":
+        from safetensors.torch import load_file
+
+        folder = Path(folder)
+        model = cls(DFlashConfig.from_hf(json.loads((folder / "config.json").read_text())))
+        model.load_state_dict({k: v.float() for k, v in load_file(str(folder / "model.safetensors")).items()})
+        return model.to(device=device, dtype=dtype).eval()
+
+
+def expected_weights(c: DFlashConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor vLLM 0.26's DFlash loader fills, with its shape: it does not check that each was loaded, so a
+    misnamed one would stay uninitialised in the engine (qwen3_dflash.py ``load_weights``)."""
+    H, D, I = c.hidden_size, c.head_dim, c.intermediate_size
+    q, kv = c.num_attention_heads * D, c.num_key_value_heads * D
+    out = {"fc.weight": (H, len(c.target_layer_ids) * c.target_hidden_size), "hidden_norm.weight": (H,),
+           "norm.weight": (H,)}
+    for i in range(c.num_hidden_layers):
+        p = f"layers.{i}."
+        out.update({p + "input_layernorm.weight": (H,), p + "post_attention_layernorm.weight": (H,),
+                    p + "self_attn.q_proj.weight": (q, H), p + "self_attn.k_proj.weight": (kv, H),
+                    p + "self_attn.v_proj.weight": (kv, H), p + "self_attn.o_proj.weight": (H, q),
+                    p + "self_attn.q_norm.weight": (D,), p + "self_attn.k_norm.weight": (D,),
+                    p + "mlp.gate_proj.weight": (I, H), p + "mlp.up_proj.weight": (I, H),
+                    p + "mlp.down_proj.weight": (H, I)})
+    return out
+
+
+def check_checkpoint(c: DFlashConfig, shapes: dict[str, tuple[int, ...]]) -> None:
+    """ValueError unless ``shapes`` (name -> shape of a checkpoint) is exactly what vLLM's loader fills."""
+    want = expected_weights(c)
+    missing, extra = sorted(set(want) - set(shapes)), sorted(set(shapes) - set(want))
+    wrong = sorted(k for k in set(want) & set(shapes) if tuple(shapes[k]) != want[k])
+    if missing or extra or wrong:
+        raise ValueError(f"DFlash checkpoint does not match vLLM's layout: missing {missing[:5]}, unexpected "
+                         f"{extra[:5]}, wrong shape {[(k, shapes[k], want[k]) for k in wrong[:5]]}")
+
+
+def block_mask(anchors: torch.Tensor, T: int, block: int, causal: bool = False) -> torch.Tensor:
+    """[N*block, T + N*block] bool: block j's queries see the context keys at positions < anchors[j] and their
+    own block (all of it, or the slots up to their own with ``causal``), never another block."""
+    N = len(anchors)
+    q_block = torch.arange(N * block, device=anchors.device) // block
+    ctx = torch.arange(T, device=anchors.device)[None, :] < anchors[q_block][:, None]
+    same = q_block[:, None] == q_block[None, :]
+    if causal:
+        off = torch.arange(N * block, device=anchors.device) % block
+        same = same & (off[None, :] <= off[:, None])
+    return torch.cat([ctx, same], 1)
+
+
+def blocks(seq: torch.Tensor, anchors: torch.Tensor, block: int, mask_id: int) -> tuple[torch.Tensor, torch.Tensor,
+                                                                                        torch.Tensor]:
+    """(ids [N*block], positions [N*block], labels [N*block]) of the blocks at ``anchors`` in ``seq`` [T]: ids are
+    ``seq[P]`` then ``block - 1`` mask tokens; the label of offset i >= 1 is ``seq[P + i]`` (-100 at offset 0 and
+    past the sequence's end)."""
+    off = torch.arange(block, device=seq.device)
+    pos = (anchors[:, None] + off[None, :]).reshape(-1)
+    ids = torch.full_like(pos, mask_id)
+    ids[::block] = seq[anchors]
+    inside = pos < len(seq)
+    labels = torch.where(inside, seq[pos.clamp(max=len(seq) - 1)], torch.full_like(pos, -100))
+    labels[::block] = -100
+    return ids, pos, labels
+
+
+OFFSET_DECAY = 0.8           # later drafts count less: they are only used when the earlier ones were accepted
+
+
+def dflash_loss(drafter: DFlashDrafter, target, seq: torch.Tensor, start: int, n_anchors: int,
+                generator: torch.Generator | None = None) -> tuple[torch.Tensor, list[float]]:
+    """(loss, top-1 agreement per offset) on one sequence ``seq`` [T] whose tokens from ``start`` on are the
+    target's greedy continuation: ``n_anchors`` blocks with their bonus token in the continuation."""
+    c = drafter.config
+    T = len(seq)
+    with torch.no_grad():
+        feats, _ = target_features(target, seq[None], c.aux_layer_ids)
+    hi = max(start + 1, T - 1)
+    anchors = torch.randint(start, hi, (n_anchors,), generator=generator).to(seq.device).unique()
+    ids, pos, labels = blocks(seq, anchors, c.block_size, c.mask_token_id)
+    mask = block_mask(anchors, T, c.block_size, c.causal)
+    embed = target.model.embed_tokens.weight
+    h = drafter(embed, feats.to(drafter.fc.weight.dtype), ids[None], pos.clamp(max=c.max_position_embeddings - 1),
+                mask)
+    logits = F.linear(h[0], embed).float()                                    # [N*block, V]
+    off = torch.arange(len(ids), device=seq.device) % c.block_size
+    weight = torch.where(off > 0, OFFSET_DECAY ** (off - 1).clamp(min=0).float(), torch.zeros_like(off, dtype=torch.float))
+    ce = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")
+    valid = (labels >= 0).float()
+    loss = (ce * weight * valid).sum() / (weight * valid).sum().clamp(min=1e-6)
+    agree = []
+    hit = (logits.argmax(-1) == labels) & (labels >= 0)
+    for i in range(1, c.block_size):
+        sel = (off == i) & (labels >= 0)
+        agree.append(hit[sel].float().mean().item() if sel.any() else math.nan)
+    return loss, agree
+
+
+@torch.no_grad()
+def draft_all(drafter: DFlashDrafter, target, seq: torch.Tensor, start: int, k: int) -> torch.Tensor:
+    """[N, k] greedy drafts of the blocks at every anchor P in ``start .. T-2`` of ``seq`` (one forward: blocks
+    are independent under :func:`block_mask`), each block of length k + 1 as vLLM forms it."""
+    c = drafter.config
+    T = len(seq)
+    feats, _ = target_features(target, seq[None], c.aux_layer_ids)
+    anchors = torch.arange(start, T - 1, device=seq.device)
+    ids, pos, _ = blocks(seq, anchors, k + 1, c.mask_token_id)
+    mask = block_mask(anchors, T, k + 1, c.causal)
+    embed = target.model.embed_tokens.weight
+    h = drafter(embed, feats.to(drafter.fc.weight.dtype), ids[None], pos.clamp(max=c.max_position_embeddings - 1),
+                mask)
+    preds = F.linear(h[0], embed).argmax(-1).view(len(anchors), k + 1)
+    return preds[:, 1:]
+
+
+@torch.no_grad()
+def acceptance_report(drafter: DFlashDrafter, target, prompts: list[list[int]], new_tokens: int, eos: int | None,
+                      device, k: int | None = None, desc: str = "held-out acceptance (dflash)") -> dict:
+    """Drafts of blocks of k + 1 (default: the trained block) along the target's greedy continuations of held-out
+    prompts, counted as vLLM counts them: a verification step at every continuation token P; draft i is accepted
+    when it and every draft before it equal the target's tokens P+1..P+i."""
+    import sys
+
+    from tqdm import tqdm
+
+    from .drafter import greedy_continuation
+
+    k = k or drafter.config.block_size - 1
+    drafted, accepted = [0] * k, [0] * k
+    for prompt in tqdm(prompts, desc=desc, unit="prompt", file=sys.stdout, mininterval=10):
+        cont = greedy_continuation(target, prompt, new_tokens, eos, device)
+        if len(cont) < 2:
+            continue
+        seq = torch.tensor(prompt + cont, device=device)
+        preds = draft_all(drafter, target, seq, len(prompt), k).tolist()
+        for j, P in enumerate(range(len(prompt), len(seq) - 1)):
+            ok = True
+            for i in range(k):
+                if P + i + 1 >= len(seq):
+                    break
+                drafted[i] += 1
+                ok = ok and preds[j][i] == int(seq[P + i + 1])
+                accepted[i] += ok
+    return summarise(drafted, accepted, len(prompts), new_tokens)
+
+

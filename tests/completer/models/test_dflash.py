@@ -1,0 +1,135 @@
+"""The DFlash drafter: its batched training/evaluation pass computes, for every block, what vLLM's DFlash
+proposer computes for that block alone (context keys from the target's features, the block bidirectional), and its
+checkpoint has exactly the names, shapes and config keys vLLM 0.26's ``qwen3_dflash.py`` loads."""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from completer.models.dflash import (DFlashConfig, DFlashDrafter, acceptance_report, block_mask, blocks,
+                                     check_checkpoint, dflash_loss, draft_all, expected_weights)
+from completer.models.drafter import target_features
+from completer.models.llama import LlamaForCausalLM, ModelConfig, apply_rope
+
+
+def tiny(seed=0, causal=False, block=4):
+    torch.manual_seed(seed)
+    t = LlamaForCausalLM(ModelConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64))
+    t.init_weights(seed)
+    d = DFlashDrafter(DFlashConfig.for_target(t.config, mask_token_id=3, layers=2, block_size=block, causal=causal))
+    with torch.no_grad():
+        for p in d.parameters():
+            p.copy_(torch.randn_like(p) * 0.2 + (1.0 if p.dim() == 1 else 0.0))
+    return t.eval(), d.eval()
+
+
+def reference_block(d, t, seq, P, k):
+    """vLLM's proposer for one verification: context K/V of positions 0..P-1 from the target's features
+    (hidden_norm(fc(.)), k_norm, RoPE; no input norm), then the decoder over [seq[P], M*k] at positions P..P+k
+    attending to the context and to the whole block; argmax of offsets 1..k through the target's embedding."""
+    c = d.config
+    feats, _ = target_features(t, seq[None, :P], c.aux_layer_ids)
+    ctx = d.hidden_norm(d.fc(feats[0]))                                         # [P, H]
+    ids = torch.tensor([int(seq[P])] + [c.mask_token_id] * k)
+    pos = torch.arange(P, P + k + 1)
+    h = F.embedding(ids, t.model.embed_tokens.weight)
+    rep = c.num_attention_heads // c.num_key_value_heads
+
+    def heads(x, proj, n):
+        return proj(x).view(x.shape[0], n, c.head_dim).transpose(0, 1)
+
+    for layer in d.layers:
+        a = layer.self_attn
+        kc = apply_rope(a.k_norm(heads(ctx, a.k_proj, c.num_key_value_heads)), d.rope_cos[:P], d.rope_sin[:P])
+        vc = heads(ctx, a.v_proj, c.num_key_value_heads)
+        x = layer.input_layernorm(h)
+        q = apply_rope(a.q_norm(heads(x, a.q_proj, c.num_attention_heads)), d.rope_cos[pos], d.rope_sin[pos])
+        kq = apply_rope(a.k_norm(heads(x, a.k_proj, c.num_key_value_heads)), d.rope_cos[pos], d.rope_sin[pos])
+        vq = heads(x, a.v_proj, c.num_key_value_heads)
+        K, V = torch.cat([kc, kq], 1).repeat_interleave(rep, 0), torch.cat([vc, vq], 1).repeat_interleave(rep, 0)
+        mask = None
+        if c.causal:
+            mask = torch.cat([torch.ones(k + 1, P, dtype=torch.bool), torch.ones(k + 1, k + 1).tril().bool()], 1)
+        y = F.scaled_dot_product_attention(q, K, V, attn_mask=mask)
+        h = h + a.o_proj(y.transpose(0, 1).reshape(k + 1, -1))
+        h = h + layer.mlp(layer.post_attention_layernorm(h))
+    return F.linear(d.norm(h), t.model.embed_tokens.weight)[1:].argmax(-1)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_all_blocks_in_one_pass_equal_each_block_alone(causal):
+    t, d = tiny(causal=causal)
+    seq = torch.randint(6, 64, (20,))
+    with torch.no_grad():
+        batched = draft_all(d, t, seq, start=8, k=3)
+        alone = torch.stack([reference_block(d, t, seq, P, 3) for P in range(8, 19)])
+    assert torch.equal(batched, alone)
+
+
+def test_block_ids_labels_and_mask():
+    seq = torch.tensor([10, 11, 12, 13, 14, 15])
+    ids, pos, labels = blocks(seq, torch.tensor([2, 4]), 3, mask_id=3)
+    assert ids.tolist() == [12, 3, 3, 14, 3, 3] and pos.tolist() == [2, 3, 4, 4, 5, 6]
+    assert labels.tolist() == [-100, 13, 14, -100, 15, -100]          # offset 0 and past the end: no loss
+    m = block_mask(torch.tensor([2, 4]), 6, 3)
+    assert m.shape == (6, 12)
+    assert m[0, :6].tolist() == [True, True, False, False, False, False]     # context strictly before P
+    assert m[3, :6].tolist() == [True, True, True, True, False, False]
+    assert m[0, 6:].tolist() == [True, True, True, False, False, False]       # its own block, both ways
+    mc = block_mask(torch.tensor([2, 4]), 6, 3, causal=True)
+    assert mc[0, 6:].tolist() == [True, False, False, False, False, False]
+
+
+def test_checkpoint_has_what_vllms_dflash_loader_fills(tmp_path):
+    t, d = tiny()
+    d.save(tmp_path / "df", {"note": "test"})
+    cfg = json.loads((tmp_path / "df" / "config.json").read_text())
+    assert cfg["architectures"] == ["DFlashDraftModel"] and "eagle_config" not in cfg
+    assert cfg["dflash_config"] == {"mask_token_id": 3, "target_layer_ids": d.config.target_layer_ids}
+    assert cfg["rope_parameters"]["rope_theta"] == cfg["rope_theta"] and cfg["head_dim"] == 8
+    from safetensors.torch import load_file
+
+    state = load_file(str(tmp_path / "df" / "model.safetensors"))
+    assert {k: tuple(v.shape) for k, v in state.items()} == expected_weights(d.config)
+    assert all(v.dtype == torch.bfloat16 for v in state.values())
+    assert not any(k.startswith(("model.", "embed_tokens", "lm_head")) for k in state)   # the target's are shared
+    back = DFlashDrafter.load(tmp_path / "df")
+    assert back.config == d.config
+    with pytest.raises(ValueError, match="missing"):
+        check_checkpoint(d.config, {k: v for k, v in expected_weights(d.config).items() if "q_norm" not in k})
+
+
+def test_config_refuses_what_vllm_would_misread():
+    t, _ = tiny()
+    with pytest.raises(ValueError, match="0..3"):
+        DFlashConfig.for_target(t.config, mask_token_id=3, target_layer_ids=[1, 4])   # a 4-layer target: ids 0..3
+    with pytest.raises(ValueError, match="vocabulary"):
+        DFlashConfig.for_target(t.config, mask_token_id=64)
+    with pytest.raises(ValueError, match="not a DFlash"):
+        DFlashConfig.from_hf({"architectures": ["LlamaForCausalLMEagle3"]})
+
+
+def test_training_fits_the_targets_greedy_continuation_and_the_report_counts_it():
+    """A few hundred steps on one greedy continuation: the drafts of that continuation become right, and the
+    acceptance report (vLLM's count) sees it; before training they are at chance."""
+    t, d = tiny(seed=1)
+    from completer.models.drafter import greedy_continuation
+
+    prompt = torch.randint(6, 64, (12,)).tolist()
+    seq = torch.tensor(prompt + greedy_continuation(t, prompt, 24, None, "cpu"))
+    before = acceptance_report(d, t, [prompt], 24, None, "cpu", k=3)["acceptance_per_position"][0]
+    d.train()
+    opt = torch.optim.Adam(d.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(300):
+        loss, agree = dflash_loss(d, t, seq, len(prompt), 16, g)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    d.eval()
+    after = acceptance_report(d, t, [prompt], 24, None, "cpu", k=3)
+    assert before < 0.3 and after["acceptance_per_position"][0] > 0.8
+    assert after["expected_tokens_per_step"]["3"] > 2.5
