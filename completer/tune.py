@@ -47,9 +47,14 @@ from .engine.config import DEFAULT_MODEL, HOUSE_DRAFTS, own_drafter
 from .stats import nearest_rank
 
 
-def candidates(backend: str, ks: list[int], draft: str | None, drafter: str | None) -> dict[str, dict]:
-    """Every speculation setting the backend offers, each k of ``ks`` (engine settings per name)."""
+def candidates(backend: str, ks: list[int], draft: str | None, drafter: str | None,
+               dflash: str | None = None) -> dict[str, dict]:
+    """Every speculation setting the backend offers, each k of ``ks`` (engine settings per name); with a DFlash
+    drafter folder (vLLM), ``dflash`` at the k its blocks were trained for (see :func:`dflash_ks`)."""
     out = {"none": dict(speculation="none")}
+    if backend == "vllm" and dflash:
+        for k in dflash_ks(dflash, ks):
+            out[f"dflash k={k}"] = dict(speculation="dflash", num_speculative_tokens=k, drafter=dflash)
     for k in ks:
         if draft:
             out[f"draft k={k}"] = dict(speculation="draft", num_speculative_tokens=k)
@@ -79,6 +84,17 @@ class Run:
         """Time per token after the first chunk: the decode steps' cost (a step of speculation writes several)."""
         rest = len(self.ids) - self.first_tokens
         return (self.seconds - self.first_s) * 1e3 / rest if rest > 0 and self.first_s is not None else None
+
+
+def dflash_ks(folder: str, ks: list[int]) -> list[int]:
+    """The k a DFlash drafter is served at: a bidirectional block is trained at one length (k = block_size - 1:
+    the mask slots after a draft shape it), a causal one serves every k of ``ks`` up to that."""
+    from .models import resolve_model
+
+    d = json.loads((resolve_model(folder) / "config.json").read_text())
+    trained = int(d.get("block_size", 5)) - 1
+    causal = bool((d.get("dflash_config") or {}).get("causal"))
+    return sorted({k for k in ks if k <= trained} | {trained}) if causal else [trained]
 
 
 async def _one(engine, rid: str, request: Request) -> Run:
@@ -250,7 +266,10 @@ def choose(table: dict[str, dict], min_gain: float) -> str:
 async def run(args) -> int:
     ks = [int(k) for k in args.ks.split(",") if k]
     common = dict(backend=args.backend, model=args.model, draft=args.draft, device=args.device)
-    cands = candidates(args.backend, ks, args.draft, args.drafter)
+    try:
+        cands = candidates(args.backend, ks, args.draft, args.drafter, args.dflash)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"completer tune: --dflash {args.dflash}: {e}")
     if args.only:
         unknown = [k for k in args.only.split(",") if k and k not in cands]
         if unknown:
@@ -393,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
                     "draft, none for other models)")
     ap.add_argument("--drafter", default=None, help="EAGLE-3 drafter (vLLM backend; '' for none; default: the one "
                     "that ships for the target: house:eagle3 for house:target, house:v2/eagle3 for house:v2/target)")
+    ap.add_argument("--dflash", default=None, help="vLLM: a DFlash drafter folder (completer train-drafter --method "
+                    "dflash) to measure as 'dflash k=K' beside the others")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--gpu-memory-utilization", type=float, default=None, help="vLLM: each engine's share of "
                     "GPU memory (default: 0.9 split between the engines, at most 0.35)")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 BACKENDS = ("torch", "vllm")
-SPECULATION = ("auto", "none", "draft", "ngram", "draft+ngram", "eagle3", "ngram_gpu")
-VLLM_ONLY_SPECULATION = ("eagle3", "ngram_gpu")   # vLLM's EAGLE-3 drafter and GPU prompt lookup
+SPECULATION = ("auto", "none", "draft", "ngram", "draft+ngram", "eagle3", "dflash", "ngram_gpu")
+VLLM_ONLY_SPECULATION = ("eagle3", "dflash", "ngram_gpu")   # vLLM's EAGLE-3 and DFlash drafters, GPU prompt lookup
 TORCH_QUANTIZATION = (None, "none", "fp16", "int8")
 # settings the embedded backend has no use for, and what it does instead (refused by name with backend="torch")
 VLLM_ONLY_SETTINGS = {
@@ -53,8 +53,9 @@ class EngineConfig:
     enforce_eager: bool = False               # vLLM only: False = CUDA graphs
     load_format: str = "auto"                 # vLLM only: "dummy" = random weights at real shapes
     drafter: str | None = None                # vLLM only: EAGLE-3 drafter folder for speculation="eagle3" (made by
-                                              # `completer train-drafter --target <model>`); None = the one that
-                                              # ships for the model (HOUSE_DRAFTERS), if any
+                                              # `completer train-drafter --target <model>`; None = the one that
+                                              # ships for the model, HOUSE_DRAFTERS), or DFlash drafter folder
+                                              # for speculation="dflash" (`... --method dflash`; none ships)
     draft_quantization: str | None = None     # vLLM only: the draft's/drafter's own quantization (e.g. "fp8")
     draft_tensor_parallel_size: int | None = None  # vLLM only: 1 or tensor_parallel_size (default: the target's)
     async_scheduling: bool | None = None      # vLLM only: None = vLLM's choice (on, except with draft-model and CPU
@@ -102,7 +103,7 @@ class EngineConfig:
         else:                                           # vLLM: what can be checked before vLLM is even imported
             if self.speculation == "draft+ngram":
                 raise ValueError("speculation='draft+ngram' is the embedded backend's: the vLLM backend runs one "
-                                 "proposer per engine (use 'draft', 'eagle3', 'ngram' or 'ngram_gpu')")
+                                 "proposer per engine (use 'draft', 'eagle3', 'dflash', 'ngram' or 'ngram_gpu')")
             if self.device not in ("auto", "cuda"):
                 raise ValueError(f"device={self.device!r}: the vLLM backend runs on the CUDA GPUs that "
                                  f"CUDA_VISIBLE_DEVICES shows; use 'auto' (or 'cuda')")
@@ -128,14 +129,20 @@ class EngineConfig:
                              f"{self.model}'s: give an EAGLE-3 drafter made for it (completer train-drafter "
                              f"--target {self.model})" + (f", e.g. {own_drafter(self.model)!r}" if
                                                           own_drafter(self.model) else "") + ", or another speculation")
+        if self.speculation == "dflash" and (not self.drafter or self.drafter in HOUSE_DRAFTERS.values()):
+            raise ValueError(f"speculation='dflash' needs drafter (a DFlash drafter folder; {self.drafter!r} is an "
+                             f"EAGLE-3 one): train one with `completer train-drafter --method dflash --target "
+                             f"{self.model} --out DIR` and give drafter=DIR" if self.drafter else
+                             f"speculation='dflash' needs drafter (a DFlash drafter folder): train one with "
+                             f"`completer train-drafter --method dflash --target {self.model} --out DIR`")
         dtp = self.draft_tensor_parallel_size
         if dtp is not None and dtp not in (1, self.tensor_parallel_size):
             raise ValueError(f"draft_tensor_parallel_size must be 1 or tensor_parallel_size "
                              f"({self.tensor_parallel_size}), got {dtp!r}")
-        if (dtp is not None or self.draft_quantization) and self.speculation not in ("draft", "eagle3"):
+        if (dtp is not None or self.draft_quantization) and self.speculation not in ("draft", "eagle3", "dflash"):
             given = "draft_tensor_parallel_size" if dtp is not None else "draft_quantization"
             raise ValueError(f"{given}={getattr(self, given)!r}: draft_tensor_parallel_size and draft_quantization "
-                             f"apply to speculation='draft' or 'eagle3', not {self.speculation!r}")
+                             f"apply to speculation='draft', 'eagle3' or 'dflash', not {self.speculation!r}")
 
     def _refuse_vllm_only_settings(self) -> None:
         """The embedded backend runs on one device with its own quantization: a vLLM-only setting given a value is

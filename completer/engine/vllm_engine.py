@@ -1,7 +1,8 @@
 """The vLLM backend: the ``Engine`` interface on vLLM's v1 ``AsyncLLM`` (engine core in its own process).
 
 Speculation is vLLM's own (``speculative_config``): ``draft_model`` (target + small draft), ``eagle3`` (a one-layer
-drafter on the target's hidden states, ``completer train-drafter``), ``ngram`` (prompt lookup on the CPU) or
+drafter on the target's hidden states, ``completer train-drafter``), ``dflash`` (a small decoder drafting all k
+tokens in one forward on the target's hidden states, ``completer train-drafter --method dflash``), ``ngram`` (prompt lookup on the CPU) or
 ``ngram_gpu`` (the same on the GPU, which keeps vLLM's async scheduling). ``quantization`` (e.g. fp8) is passed to
 vLLM for the target, ``draft_quantization`` and ``draft_tensor_parallel_size`` inside ``speculative_config``; all are
 checked before the engine starts. Automatic prefix caching is on unless ``prefix_cache=False``; CUDA graphs (and vLLM's torch.compile) are on
@@ -75,13 +76,15 @@ def engine_kwargs(config: EngineConfig, model: Path | str, draft: Path | str | N
     if config.quantization not in (None, "none"):
         kw["quantization"] = check_quantization(config.quantization, "quantization")
     k = speculative_k(config)
-    if config.speculation in ("draft", "eagle3"):
+    if config.speculation in ("draft", "eagle3", "dflash"):
         if draft is None:
             raise ValueError(f"speculation={config.speculation!r} needs a resolved "
                              f"{'draft model' if config.speculation == 'draft' else 'drafter'} folder")
         if config.speculation == "eagle3":
             check_eagle3_drafter(draft, weights=config.load_format != "dummy")
-        spec = {"method": "draft_model" if config.speculation == "draft" else "eagle3", "model": str(draft),
+        elif config.speculation == "dflash":
+            check_dflash_drafter(draft, weights=config.load_format != "dummy")
+        spec = {"method": "draft_model" if config.speculation == "draft" else config.speculation, "model": str(draft),
                 "num_speculative_tokens": k}
         if config.draft_quantization not in (None, "none"):
             spec["quantization"] = check_quantization(config.draft_quantization, "draft_quantization")
@@ -138,6 +141,28 @@ def check_eagle3_drafter(folder: Path | str, weights: bool = True) -> None:
     if not any("Eagle3" in a for a in archs):
         raise ValueError(f"drafter {folder} is not an EAGLE-3 drafter (architectures {archs}); "
                          f"make one with `completer train-drafter --target <model> --out <folder>`")
+    if weights and not list(folder.glob("*.safetensors")):
+        raise ValueError(f"drafter {folder} has no *.safetensors weights")
+
+
+def check_dflash_drafter(folder: Path | str, weights: bool = True) -> None:
+    """A DFlash drafter folder as vLLM 0.26 loads it (config.json with DFlashDraftModel and dflash_config's
+    mask_token_id and target_layer_ids; *.safetensors), or ValueError naming the setting: vLLM itself would
+    rename another architecture to an unregistered DFlash<arch>, or fall back to other layer ids, after minutes."""
+    import json
+
+    folder = Path(folder)
+    try:
+        d = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"drafter {folder}: no readable config.json ({e})") from None
+    archs = d.get("architectures") or []
+    if "DFlashDraftModel" not in archs:
+        raise ValueError(f"drafter {folder} is not a DFlash drafter (architectures {archs}); make one with "
+                         f"`completer train-drafter --method dflash --target <model> --out <folder>`")
+    missing = [key for key in ("mask_token_id", "target_layer_ids") if key not in (d.get("dflash_config") or {})]
+    if missing:
+        raise ValueError(f"drafter {folder}: config.json's dflash_config lacks {missing}")
     if weights and not list(folder.glob("*.safetensors")):
         raise ValueError(f"drafter {folder} has no *.safetensors weights")
 
@@ -234,7 +259,7 @@ class VLLMEngine:
         self.model_path, self.tokenizer = open_model(config.model)
         try:
             self.draft_path = (resolve_model(config.draft) if config.speculation == "draft" else
-                               resolve_model(config.drafter) if config.speculation == "eagle3" else None)
+                               resolve_model(config.drafter) if config.speculation in ("eagle3", "dflash") else None)
         except FileNotFoundError as e:
             raise EngineError(str(e)) from e
         try:

@@ -344,3 +344,106 @@ def acceptance_report(drafter: DFlashDrafter, target, prompts: list[list[int]], 
     return summarise(drafted, accepted, len(prompts), new_tokens)
 
 
+
+
+def mask_token(tok) -> int:
+    """The mask id: ``<|fim_pad|>`` (never in a FIM stream or a prompt), else the tokenizer's pad token."""
+    for name in (FIM_PAD, "<|endoftext|>", "<pad>", "<|pad|>"):
+        i = tok.token_to_id(name)
+        if i is not None:
+            return i
+    raise ValueError("the target's tokenizer has no <|fim_pad|> or pad token to use as DFlash's mask token")
+
+
+def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv: list[str]) -> int:
+    """``completer train-drafter --method dflash``: greedy continuations of FIM prompts from the corpus (the
+    target's own output, which the drafts are verified against), then blocks of ``--block`` at random anchors in
+    them for ``--minutes``; saves the drafter, then the held-out report."""
+    import platform
+    import random
+    import sys
+    import time
+
+    from tqdm import tqdm
+
+    from .drafter import _fim_prompts, _report, greedy_continuation
+    from .train import corpus_texts
+
+    gpu = device.type == "cuda"
+    tc = target.config
+    ids = [int(x) for x in args.aux_layers.split(",")] if args.aux_layers else None
+    cfg = DFlashConfig.for_target(tc, mask_token(tok), layers=args.layers, target_layer_ids=ids,
+                                  block_size=args.block, causal=args.causal)
+    print(f"DFlash drafter: {cfg.num_hidden_layers} layers, target layers {cfg.target_layer_ids}, block "
+          f"{cfg.block_size} (k={cfg.block_size - 1}), mask id {cfg.mask_token_id}, "
+          f"{'causal' if cfg.causal else 'bidirectional'} block", flush=True)
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if gpu else torch.autocast("cpu", enabled=False)
+    if args.report_only:
+        drafter = DFlashDrafter.load(out, device=device)
+        meta = json.loads((out / "train_meta.json").read_text()) if (out / "train_meta.json").is_file() else {}
+        return _report(drafter, target, tok, eos, args.n_eval, args, tc, device, amp, out, meta, t0)
+    n_seq = args.sequences or (4000 if gpu else 200)
+    max_len = min(900, tc.max_position_embeddings - args.gen_tokens - cfg.block_size - 1)   # as the report's prompts
+    try:
+        texts = corpus_texts(args.corpus, int((args.corpus_mb or (60 if gpu else 5)) * 1e6))
+    except OSError as e:
+        raise SystemExit(f"completer train-drafter: cannot read the corpus: {e}")
+    rng = random.Random(args.seed)
+    rng.shuffle(texts)
+    prompts = _fim_prompts(tok, texts, n_seq, rng, max_len)
+    if not prompts:
+        raise SystemExit("completer train-drafter: no FIM prompts in the corpus")
+    seqs = []
+    with amp, torch.no_grad():
+        for p in tqdm(prompts, desc="target's greedy continuations", unit="prompt", file=sys.stdout, mininterval=10):
+            cont = greedy_continuation(target, p, args.gen_tokens, eos, device)
+            if len(cont) >= 2:
+                seqs.append((torch.tensor(p + cont, device=device), len(p)))
+    print(f"{len(seqs)} sequences, {sum(len(s) - n for s, n in seqs)} continuation tokens "
+          f"({time.time() - t0:.0f}s)", flush=True)
+    drafter = DFlashDrafter(cfg).to(device)
+    g = torch.Generator().manual_seed(args.seed)
+    with torch.no_grad():
+        for p in drafter.parameters():
+            p.copy_(torch.ones_like(p) if p.dim() == 1 else torch.randn(p.shape, generator=g).to(p) * 0.02)
+    opt = torch.optim.AdamW(drafter.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    batch = args.batch or (16 if gpu else 4)
+    anchors = args.anchors or (32 if gpu else 16)
+    budget, start, step, losses, agree = args.minutes * 60, time.time(), 0, [], []
+    bar = tqdm(total=int(budget), unit="s", desc="train-drafter (dflash)", file=sys.stdout, mininterval=10,
+               bar_format="{l_bar}{bar}| {n}/{total}s [{elapsed}<{remaining}] {postfix}")
+    while (elapsed := time.time() - start) < budget and (args.max_steps is None or step < args.max_steps):
+        frac = elapsed / budget
+        lr = args.lr * (frac / 0.03 if frac < 0.03 else 0.1 + 0.45 * (1 + math.cos(math.pi * (frac - 0.03) / 0.97)))
+        for grp in opt.param_groups:
+            grp["lr"] = lr
+        opt.zero_grad(set_to_none=True)
+        total, ag = 0.0, []
+        for i in torch.randint(len(seqs), (batch,), generator=g).tolist():
+            seq, n = seqs[i]
+            with amp:
+                loss, a = dflash_loss(drafter, target, seq, n, anchors, g)
+            (loss / batch).backward()
+            total += loss.item() / batch
+            ag.append(a)
+        torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
+        opt.step()
+        step += 1
+        if step % 10 == 0 or step == 1:
+            losses.append(total)
+            agree = [sum(x[j] for x in ag if not math.isnan(x[j])) / max(1, sum(not math.isnan(x[j]) for x in ag))
+                     for j in range(cfg.block_size - 1)]
+            bar.n = int(time.time() - start)
+            bar.set_postfix_str(f"step {step} loss {total:.3f} top1 vs target by offset " +
+                                "/".join(f"{a:.2f}" for a in agree[:4]))
+    bar.n = int(min(budget, time.time() - start))
+    bar.close()
+    drafter.eval()
+    meta = {"command": "completer train-drafter " + " ".join(argv), "method": "dflash", "target": args.target,
+            "device": torch.cuda.get_device_name(0) if gpu else platform.processor() or "cpu",
+            "torch": torch.__version__, "config": cfg.to_hf(), "steps": step, "batch": batch, "anchors": anchors,
+            "sequences": len(seqs), "gen_tokens": args.gen_tokens, "loss_first": losses[0] if losses else None,
+            "loss_last": losses[-1] if losses else None, "train_top1_per_offset": agree,
+            "params": sum(p.numel() for p in drafter.parameters()), "seconds_training": time.time() - start}
+    drafter.save(out, meta)
+    return _report(drafter, target, tok, eos, args.n_eval, args, tc, device, amp, out, meta, t0)

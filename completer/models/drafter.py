@@ -358,9 +358,12 @@ def summarise(drafted: list[int], accepted: list[int], prompts: int, new_tokens:
 
 def language_reports(drafter, target, groups: dict[str, list[list[int]]], new_tokens: int, eos: int | None,
                      device) -> dict:
-    """:func:`acceptance_report` over the prompts of every language together, with each language's own report
-    under ``by_language``."""
-    by_lang = {lang: acceptance_report(drafter, target, prompts, new_tokens, eos, device, desc=f"held-out {lang}")
+    """The drafter's acceptance report (EAGLE-3's :func:`acceptance_report`, DFlash's own) over the prompts of every
+    language together, with each language's own report under ``by_language``."""
+    report = acceptance_report
+    if not isinstance(drafter, Eagle3Drafter):
+        from .dflash import acceptance_report as report
+    by_lang = {lang: report(drafter, target, prompts, new_tokens, eos, device, desc=f"held-out {lang}")
                for lang, prompts in groups.items()}
     reports = list(by_lang.values())
     k_max = len(reports[0]["drafted_per_position"]) if reports else 8
@@ -459,7 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draft-vocab", type=int, default=None,
                     help="draft vocabulary size (most frequent ids); default: the target's whole vocabulary if it "
                          "is at most 32768, else 32000")
-    ap.add_argument("--aux-layers", default=None, help="comma-separated target depths (id k = after k layers)")
+    ap.add_argument("--aux-layers", default=None, help="comma-separated target depths (eagle3: id k = after k "
+                    "layers; dflash: id i = the output of layer i, 0-based, as its config.json counts them)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--eval-prompts", type=int, default=None, help="held-out prompts for the acceptance report, "
                     "per language with --heldout (default 100 GPU / 20 CPU)")
@@ -469,6 +473,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (smoke tests)")
     ap.add_argument("--report-only", action="store_true",
                     help="no training: write the held-out acceptance report of the drafter already in --out")
+    ap.add_argument("--method", choices=("eagle3", "dflash"), default="eagle3", help="eagle3: one layer drafting "
+                    "token by token (vLLM method eagle3); dflash: a small decoder drafting all k tokens in one "
+                    "forward (vLLM method dflash; completer.models.dflash)")
+    ap.add_argument("--layers", type=int, default=2, help="dflash: drafter layers")
+    ap.add_argument("--block", type=int, default=5, help="dflash: block length trained = k + 1 for the k served")
+    ap.add_argument("--causal", action="store_true", help="dflash: causal attention inside the block")
+    ap.add_argument("--sequences", type=int, default=None, help="dflash: FIM prompts the target continues "
+                    "greedily for training (default 4000 GPU / 200 CPU)")
+    ap.add_argument("--gen-tokens", type=int, default=64, help="dflash: greedy target tokens per training prompt")
+    ap.add_argument("--anchors", type=int, default=None, help="dflash: blocks per sequence per step (32 GPU / 16 CPU)")
     args = ap.parse_args(argv)
     for a in [x for x in args.corpus or () if x != "python"] + ([args.heldout] if args.heldout else []):
         if not Path(a).is_file():                  # before minutes of loading and training, not after
@@ -503,6 +517,15 @@ def main(argv: list[str] | None = None) -> int:
     eos = tok.token_to_id(EOS)
     if eos is None:
         eos = tc.eos_token_id if isinstance(tc.eos_token_id, int) else None
+    if args.method == "dflash":
+        from .dflash import train as train_dflash
+
+        args.n_eval = n_eval
+        try:
+            return train_dflash(args, target, tok, eos, device, Path(args.out), t0,
+                                argv if argv is not None else sys.argv[1:])
+        except ValueError as e:
+            raise SystemExit(f"completer train-drafter: {e}")
     aux = [int(x) for x in args.aux_layers.split(",")] if args.aux_layers else None
     dv = args.draft_vocab or (tc.vocab_size if tc.vocab_size <= 32768 else 32000)
     cfg = DrafterConfig.for_target(tc, aux, dv)

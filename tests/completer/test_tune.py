@@ -195,3 +195,23 @@ def test_only_names_configurations_that_exist(tmp_path):
 
     with pytest.raises(SystemExit, match="eagle3 k=9"):
         main(["--only", "eagle3 k=9", "--out", str(tmp_path / "t.json")])
+
+
+def test_a_dflash_drafter_is_measured_at_the_k_its_blocks_were_trained_for(tmp_path):
+    import json
+
+    from completer.tune import candidates
+
+    d = tmp_path / "df"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"architectures": ["DFlashDraftModel"], "block_size": 5,
+                                               "dflash_config": {"mask_token_id": 4, "target_layer_ids": [1]}}))
+    c = candidates("vllm", [2, 3], None, None, str(d))
+    assert c["dflash k=4"] == {"speculation": "dflash", "num_speculative_tokens": 4, "drafter": str(d)}
+    assert "dflash k=2" not in c                                  # a bidirectional block of 5 is not one of 3
+    assert "dflash k=4" not in candidates("torch", [2], None, None, str(d))
+    (d / "config.json").write_text(json.dumps({"architectures": ["DFlashDraftModel"], "block_size": 5,
+                                               "dflash_config": {"mask_token_id": 4, "target_layer_ids": [1],
+                                                                 "causal": True}}))
+    assert sorted(k for k in candidates("vllm", [2, 3, 6], None, None, str(d)) if k.startswith("dflash")) == \
+        ["dflash k=2", "dflash k=3", "dflash k=4"]

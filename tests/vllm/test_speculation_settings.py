@@ -44,6 +44,31 @@ def test_eagle3_with_dummy_weights_needs_no_safetensors(tmp_path):
     assert kw["speculative_config"]["method"] == "eagle3"
 
 
+def test_dflash_maps_to_vllm_method_with_a_dflash_drafter_folder(tmp_path):
+    """A folder from `completer train-drafter --method dflash` (the real writer, on a tiny target) is what the
+    vLLM backend hands vLLM as method "dflash"; an EAGLE-3 folder, or one without the dflash keys, is refused."""
+    import torch
+
+    from completer.models.dflash import DFlashConfig, DFlashDrafter
+    from completer.models.llama import ModelConfig
+
+    t = ModelConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+                    num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    DFlashDrafter(DFlashConfig.for_target(t, mask_token_id=4)).save(tmp_path / "df")
+    kw = engine_kwargs(cfg(speculation="dflash", drafter=str(tmp_path / "df"), num_speculative_tokens=4), "/m/t",
+                       tmp_path / "df")
+    assert kw["speculative_config"] == {"method": "dflash", "model": str(tmp_path / "df"), "num_speculative_tokens": 4}
+    eagle = tmp_path / "e"
+    eagle.mkdir()
+    (eagle / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
+    with pytest.raises(ValueError, match="not a DFlash drafter"):
+        engine_kwargs(cfg(speculation="dflash", drafter=str(eagle)), "/m/t", eagle)
+    (eagle / "config.json").write_text(json.dumps({"architectures": ["DFlashDraftModel"], "dflash_config": {}}))
+    with pytest.raises(ValueError, match="lacks"):
+        engine_kwargs(cfg(speculation="dflash", drafter=str(eagle)), "/m/t", eagle)
+
+
 def test_ngram_gpu_keeps_the_lookup_bounds():
     kw = engine_kwargs(cfg(speculation="ngram_gpu", num_speculative_tokens=4, ngram_min=2, ngram_max=5), "/m/t")
     assert kw["speculative_config"] == {"method": "ngram_gpu", "num_speculative_tokens": 4,
@@ -70,6 +95,9 @@ def test_fp8_on_a_gpu_without_fp8_tensor_cores_is_refused():
     (dict(backend="torch", speculation="eagle3"), "vLLM backend's"),
     (dict(backend="torch", speculation="ngram_gpu"), "vLLM backend's"),
     (dict(backend="vllm", model="/m/7b", speculation="eagle3", drafter=None), "needs drafter"),
+    (dict(backend="torch", speculation="dflash"), "vLLM backend's"),
+    (dict(backend="vllm", speculation="dflash"), "needs drafter .*EAGLE-3 one"),      # house v2's drafter is EAGLE-3
+    (dict(backend="vllm", model="/m/7b", speculation="dflash"), "needs drafter"),
     (dict(backend="vllm", speculation="draft", tensor_parallel_size=4, draft_tensor_parallel_size=2),
      "draft_tensor_parallel_size must be 1 or tensor_parallel_size"),
     (dict(backend="vllm", speculation="ngram", draft_quantization="fp8"), "apply to speculation='draft'"),

@@ -2,8 +2,8 @@
 // {"engine": {...EngineConfig fields...}, "maxTokens": N, "debounceMs": N}). No `vscode` import: unit-tested in node.
 
 // The server's engine settings (completer/engine/config.py; tests/editors/test_vscode.py checks these lists against it).
-export const SPECULATION = ['auto', 'none', 'draft', 'ngram', 'draft+ngram', 'eagle3', 'ngram_gpu'] as const;
-export const VLLM_ONLY_SPECULATION = ['eagle3', 'ngram_gpu'];
+export const SPECULATION = ['auto', 'none', 'draft', 'ngram', 'draft+ngram', 'eagle3', 'dflash', 'ngram_gpu'] as const;
+export const VLLM_ONLY_SPECULATION = ['eagle3', 'dflash', 'ngram_gpu'];
 export const BACKENDS = ['torch', 'vllm'] as const;
 /** Every EngineConfig field. The ones with their own `completer.*` setting are ENGINE_SETTINGS' values; the rest
  * (quantization, threads, tensor_parallel_size, ...) go in the `completer.engine` object, snake_case as the server
@@ -121,7 +121,13 @@ export function readSettings(get: (key: string) => unknown): CompleterSettings {
   }
   if (s.drafter === '') s.drafter = null;
   if (s.drafter !== null && typeof s.drafter !== 'string') {
-    throw bad('drafter', 'expected an EAGLE-3 drafter folder (completer train-drafter), house:eagle3, or null', s.drafter);
+    throw bad('drafter', 'expected an EAGLE-3 or DFlash drafter folder (completer train-drafter), house:eagle3, or null',
+              s.drafter);
+  }
+  if (s.speculation === 'dflash' && (!s.drafter || Object.values(HOUSE_DRAFTERS).includes(s.drafter))) {
+    throw bad('drafter', 'speculation "dflash" needs a DFlash drafter folder (none ships); train one with ' +
+              `\`completer train-drafter --method dflash --target ${s.model} --out DIR\` and set completer.drafter to DIR`,
+              s.drafter);
   }
   if (s.speculation === 'eagle3' && !s.drafter && !(s.model in HOUSE_DRAFTERS)) {
     throw bad('drafter', `speculation "eagle3" needs a drafter: none ships for ${s.model}; train one with ` +
@@ -166,7 +172,7 @@ export function toInitOptions(s: CompleterSettings): InitOptions {
       draft: s.draft,
       // the drafter only where it is used (the server checks every model path it gets against its allowlist);
       // null: the one that ships for the model, chosen by the server
-      ...(s.speculation === 'eagle3' && s.drafter ? { drafter: s.drafter } : {}),
+      ...((s.speculation === 'eagle3' || s.speculation === 'dflash') && s.drafter ? { drafter: s.drafter } : {}),
       speculation: s.speculation,
       num_speculative_tokens: s.numSpeculativeTokens,
       device: s.device,

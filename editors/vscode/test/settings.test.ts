@@ -42,7 +42,7 @@ test('--tcp names where to connect; --ws and a --tcp without a fixed port are re
 
 test('bad settings are refused with the setting named', () => {
   const cases: [Record<string, unknown>, RegExp][] = [
-    [{ speculation: 'fast' }, /completer\.speculation: expected one of auto, none, draft, ngram, draft\+ngram, eagle3, ngram_gpu/],
+    [{ speculation: 'fast' }, /completer\.speculation: expected one of auto, none, draft, ngram, draft\+ngram, eagle3, dflash, ngram_gpu/],
     [{ numSpeculativeTokens: 0 }, /completer\.numSpeculativeTokens/],
     [{ numSpeculativeTokens: 33 }, /completer\.numSpeculativeTokens/],
     [{ numSpeculativeTokens: 2.5 }, /completer\.numSpeculativeTokens/],
@@ -70,6 +70,8 @@ test('vLLM speculation (eagle3 with its drafter, ngram_gpu) and the engine objec
                                model: 'house:v2/target', draft: 'house:v2/draft', drafter: '/d/eagle3', speculation: 'eagle3',
                                num_speculative_tokens: 3, device: 'auto' });
   assert.equal(toInitOptions(from({ backend: 'vllm', speculation: 'ngram_gpu' })).engine.speculation, 'ngram_gpu');
+  assert.equal(toInitOptions(from({ backend: 'vllm', speculation: 'dflash', drafter: '/d/dflash' })).engine.drafter,
+               '/d/dflash');
   assert.equal(toInitOptions(from({ speculation: 'draft' })).engine.drafter, undefined);   // sent only for eagle3
   // house v1 with no drafter set: nothing sent, the server takes the one that ships for it (house:eagle3)
   const v1 = toInitOptions(from({ backend: 'vllm', speculation: 'eagle3', model: 'house:target', draft: 'house:draft' }));
@@ -83,10 +85,11 @@ test('vLLM speculation (eagle3 with its drafter, ngram_gpu) and the engine objec
   const cases: [Record<string, unknown>, RegExp][] = [
     [{ speculation: 'eagle3' }, /completer\.speculation: "eagle3" needs completer\.backend "vllm"/],
     [{ speculation: 'ngram_gpu' }, /completer\.speculation: "ngram_gpu" needs completer\.backend "vllm"/],
+    [{ backend: 'vllm', speculation: 'dflash' }, /completer\.drafter: speculation "dflash" needs a DFlash drafter folder/],
     [{ backend: 'vllm', speculation: 'eagle3', model: '/m/7b', drafter: null },
      /completer\.drafter: speculation "eagle3" needs a drafter: none ships for \/m\/7b; train one with `completer train-drafter --target \/m\/7b --out DIR`/],
     [{ backend: 'vllm', speculation: 'eagle3', model: '/m/7b' }, /completer\.drafter: .*none ships for \/m\/7b/],
-    [{ drafter: 3 }, /completer\.drafter: expected an EAGLE-3 drafter folder/],
+    [{ drafter: 3 }, /completer\.drafter: expected an EAGLE-3 or DFlash drafter folder/],
     [{ engine: [] }, /completer\.engine: expected an object/],
     [{ engine: { quantisation: 'int8' } }, /completer\.engine: unknown engine setting "quantisation"; known: .*quantization/],
     [{ engine: { model: 'x' } }, /completer\.engine: "model" has its own setting: use completer\.model/],

@@ -133,3 +133,30 @@ def test_training_fits_the_targets_greedy_continuation_and_the_report_counts_it(
     after = acceptance_report(d, t, [prompt], 24, None, "cpu", k=3)
     assert before < 0.3 and after["acceptance_per_position"][0] > 0.8
     assert after["expected_tokens_per_step"]["3"] > 2.5
+
+
+def test_train_drafter_method_dflash_for_the_packed_house_v2_target(tmp_path):
+    """`completer train-drafter --method dflash`: the target's greedy continuations of FIM prompts from a corpus
+    archive, a few steps, the checkpoint vLLM's DFlash loader takes (mask token <|fim_pad|>), then the held-out
+    report per draft position of the trained block."""
+    from completer.cli import main
+    from completer.models import corpus
+
+    src = {"go": "package main\n\nfunc add(a, b int) int {\n\treturn a + b\n}\n\n",
+           "rust": "fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\n"}
+    corpus.write_archive([{"rel": f"{lang}{i}", "language": lang, "text": text * (4 + i)}
+                          for lang, text in src.items() for i in range(12)], tmp_path / "train.jsonl.xz")
+    out = tmp_path / "dflash"
+    assert main(["train-drafter", "--method", "dflash", "--target", "house:v2/target", "--out", str(out),
+                 "--device", "cpu", "--corpus", str(tmp_path / "train.jsonl.xz"), "--sequences", "3",
+                 "--gen-tokens", "8", "--max-steps", "2", "--batch", "2", "--anchors", "4", "--block", "4",
+                 "--eval-prompts", "2", "--eval-tokens", "6"]) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["architectures"] == ["DFlashDraftModel"] and cfg["dflash_config"]["mask_token_id"] == 4
+    assert cfg["dflash_config"]["target_layer_ids"] == [1, 3, 7] and cfg["hidden_size"] == 320
+    meta = json.loads((out / "train_meta.json").read_text())
+    assert meta["method"] == "dflash" and meta["steps"] == 2 and meta["sequences"] == 3
+    report = meta["heldout"]
+    assert len(report["acceptance_per_position"]) == 3 and report["drafted_per_position"][0] > 0
+    assert all(a <= d for a, d in zip(report["accepted_per_position"], report["drafted_per_position"]))
+    assert DFlashDrafter.load(out).config.block_size == 4
