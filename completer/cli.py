@@ -149,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--stats", action="store_true", help="print the engine counters to stderr")
     sub.add_parser("train", help="train the house tokenizer and model pair (see completer.models.train)")
     sub.add_parser("tune", help="measure each speculation method and k here and write the winning settings")
-    sub.add_parser("train-drafter", help="train an EAGLE-3 drafter for a target model (see completer.models.drafter)")
+    sub.add_parser("train-drafter", help="train an EAGLE-3 (or, --method dflash, a DFlash) drafter for a target "
+                   "model (see completer.models.drafter)")
     args = p.parse_args(argv)
     try:
         return asyncio.run(complete(args))

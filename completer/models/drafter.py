@@ -30,6 +30,8 @@ that archive's held-out split, per language. A packed target (house:v2/target's 
 dequantised by ``resolve_model`` into the same float folder the vLLM backend serves, so the drafter learns the
 hidden states of the weights vLLM runs (bf16 on a GPU, as vLLM's ``dtype="auto"`` runs that float32 folder).
 
+``--method dflash`` trains a DFlash drafter instead (all k drafts in one forward; ``completer.models.dflash``).
+
     completer train-drafter --target completer/models/house/target --out completer/models/house/eagle3 --minutes 4
     completer train-drafter --target house:v2/target --corpus .corpus/train.jsonl.xz \
         --heldout .corpus/heldout.jsonl.xz --out completer/models/house/v2/eagle3 --minutes 4
