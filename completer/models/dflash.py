@@ -355,6 +355,39 @@ def mask_token(tok) -> int:
     raise ValueError("the target's tokenizer has no <|fim_pad|> or pad token to use as DFlash's mask token")
 
 
+def length_buckets(prompts: list[list[int]], size: int) -> list[list[list[int]]]:
+    """Prompts in groups of ``size`` of neighbouring lengths, each trimmed to its group's shortest by dropping tokens
+    after the first (the far end of a FIM prompt's first part; its FIM token stays), so a group is one tensor."""
+    order = sorted(prompts, key=len)
+    out = []
+    for i in range(0, len(order), size):
+        group = order[i:i + size]
+        n = len(group[0])
+        out.append([p[:1] + p[len(p) - n + 1:] if len(p) > n else p for p in group])
+    return out
+
+
+@torch.no_grad()
+def greedy_batch(target, prompts: list[list[int]], n: int, eos: int | None) -> list[list[int]]:
+    """The target's greedy continuations (up to ``n`` tokens, ending after ``eos``) of equal-length ``prompts``,
+    one batched full forward per token: what :func:`completer.models.drafter.greedy_continuation` gives one by one."""
+    device = target.model.embed_tokens.weight.device
+    ids = torch.tensor(prompts, device=device)
+    done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
+    out = []
+    for _ in range(min(n, target.config.max_position_embeddings - ids.shape[1])):
+        _, logits = target_features(target, ids, [target.config.num_hidden_layers])
+        nxt = logits[:, -1].argmax(-1)
+        out.append(nxt)
+        ids = torch.cat([ids, nxt[:, None]], 1)
+        if eos is not None:
+            done |= nxt == eos
+            if bool(done.all()):
+                break
+    conts = torch.stack(out, 1).tolist() if out else [[] for _ in prompts]
+    return [c[: c.index(eos) + 1] if eos is not None and eos in c else c for c in conts]
+
+
 def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv: list[str]) -> int:
     """``completer train-drafter --method dflash``: greedy continuations of FIM prompts from the corpus (the
     target's own output, which the drafts are verified against), then blocks of ``--block`` at random anchors in
@@ -395,10 +428,21 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
         raise SystemExit("completer train-drafter: no FIM prompts in the corpus")
     seqs = []
     with amp, torch.no_grad():
-        for p in tqdm(prompts, desc="target's greedy continuations", unit="prompt", file=sys.stdout, mininterval=10):
-            cont = greedy_continuation(target, p, args.gen_tokens, eos, device)
-            if len(cont) >= 2:
-                seqs.append((torch.tensor(p + cont, device=device), len(p)))
+        if gpu:   # batches of similar length, each one forward per token (a 10M target is all launch overhead)
+            bar = tqdm(total=len(prompts), desc="target's greedy continuations", unit="prompt", file=sys.stdout,
+                       mininterval=10)
+            for group in length_buckets(prompts, args.gen_batch):
+                for p, cont in zip(group, greedy_batch(target, group, args.gen_tokens, eos)):
+                    if len(cont) >= 2:
+                        seqs.append((torch.tensor(p + cont, device=device), len(p)))
+                bar.update(len(group))
+            bar.close()
+        else:     # one prompt at a time with the KV cache: on a CPU the full forwards would cost more
+            for p in tqdm(prompts, desc="target's greedy continuations", unit="prompt", file=sys.stdout,
+                          mininterval=10):
+                cont = greedy_continuation(target, p, args.gen_tokens, eos, device)
+                if len(cont) >= 2:
+                    seqs.append((torch.tensor(p + cont, device=device), len(p)))
     print(f"{len(seqs)} sequences, {sum(len(s) - n for s, n in seqs)} continuation tokens "
           f"({time.time() - t0:.0f}s)", flush=True)
     drafter = DFlashDrafter(cfg).to(device)

@@ -485,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
                     "greedily for training (default 4000 GPU / 200 CPU)")
     ap.add_argument("--gen-tokens", type=int, default=64, help="dflash: greedy target tokens per training prompt")
     ap.add_argument("--anchors", type=int, default=None, help="dflash: blocks per sequence per step (32 GPU / 16 CPU)")
+    ap.add_argument("--gen-batch", type=int, default=64, help="dflash on a GPU: prompts continued together")
     args = ap.parse_args(argv)
     for a in [x for x in args.corpus or () if x != "python"] + ([args.heldout] if args.heldout else []):
         if not Path(a).is_file():                  # before minutes of loading and training, not after

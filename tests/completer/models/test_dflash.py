@@ -160,3 +160,20 @@ def test_train_drafter_method_dflash_for_the_packed_house_v2_target(tmp_path):
     assert len(report["acceptance_per_position"]) == 3 and report["drafted_per_position"][0] > 0
     assert all(a <= d for a, d in zip(report["accepted_per_position"], report["drafted_per_position"]))
     assert DFlashDrafter.load(out).config.block_size == 4
+
+
+def test_batched_greedy_continuations_equal_the_one_by_one_ones():
+    """On a GPU train-drafter continues prompts in batches of neighbouring lengths (trimmed after their first
+    token): each continuation is the one the cached one-by-one generation gives for the trimmed prompt."""
+    from completer.models.dflash import greedy_batch, length_buckets
+    from completer.models.drafter import greedy_continuation
+
+    t, _ = tiny(seed=2)
+    prompts = [torch.randint(6, 64, (n,)).tolist() for n in (9, 12, 10, 15, 11)]
+    groups = length_buckets(prompts, 2)
+    assert [len(g) for g in groups] == [2, 2, 1] and all(len({len(p) for p in g}) == 1 for g in groups)
+    assert groups[0][1][0] == sorted(prompts, key=len)[1][0]           # the first (FIM) token is kept
+    assert groups[0][1][1:] == sorted(prompts, key=len)[1][-(len(groups[0][0]) - 1):]
+    for group in groups:
+        for p, cont in zip(group, greedy_batch(t, group, 12, eos=7)):
+            assert cont == greedy_continuation(t, p, 12, 7, "cpu")
