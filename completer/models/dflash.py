@@ -35,7 +35,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .drafter import rope, summarise, target_features
+from .drafter import read_checkpoint, rope, summarise, target_features, write_checkpoint
 from .llama import MLP, RMSNorm, apply_rope
 
 ARCHITECTURE = "DFlashDraftModel"
@@ -188,23 +188,15 @@ class DFlashDrafter(nn.Module):
         return self.norm(h)
 
     def save(self, folder: Path, meta: dict | None = None) -> None:
-        from safetensors.torch import save_file
-
-        folder.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().to("cpu", torch.bfloat16).contiguous() for k, v in self.state_dict().items()}
         check_checkpoint(self.config, {k: tuple(v.shape) for k, v in state.items()})
-        save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
-        (folder / "config.json").write_text(json.dumps(self.config.to_hf(), indent=2) + "\n")
-        if meta is not None:
-            (folder / "train_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        write_checkpoint(folder, state, self.config.to_hf(), meta)
 
     @classmethod
     def load(cls, folder: str | Path, device="cpu", dtype=torch.float32) -> "DFlashDrafter":
-        from safetensors.torch import load_file
-
-        folder = Path(folder)
-        model = cls(DFlashConfig.from_hf(json.loads((folder / "config.json").read_text())))
-        model.load_state_dict({k: v.float() for k, v in load_file(str(folder / "model.safetensors")).items()})
+        config, state = read_checkpoint(folder)
+        model = cls(DFlashConfig.from_hf(config))
+        model.load_state_dict({k: v.float() for k, v in state.items()})
         return model.to(device=device, dtype=dtype).eval()
 
 
@@ -399,7 +391,7 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
 
     from tqdm import tqdm
 
-    from .drafter import _fim_prompts, _report, greedy_continuation
+    from .drafter import _fim_prompts, _report, greedy_continuation, set_lr, time_bar
     from .train import corpus_texts
 
     gpu = device.type == "cuda"
@@ -454,13 +446,9 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
     batch = args.batch or (16 if gpu else 4)
     anchors = args.anchors or (32 if gpu else 16)
     budget, start, step, losses, agree = args.minutes * 60, time.time(), 0, [], []
-    bar = tqdm(total=int(budget), unit="s", desc="train-drafter (dflash)", file=sys.stdout, mininterval=10,
-               bar_format="{l_bar}{bar}| {n}/{total}s [{elapsed}<{remaining}] {postfix}")
+    bar = time_bar(budget, "train-drafter (dflash)")
     while (elapsed := time.time() - start) < budget and (args.max_steps is None or step < args.max_steps):
-        frac = elapsed / budget
-        lr = args.lr * (frac / 0.03 if frac < 0.03 else 0.1 + 0.45 * (1 + math.cos(math.pi * (frac - 0.03) / 0.97)))
-        for grp in opt.param_groups:
-            grp["lr"] = lr
+        set_lr(opt, args.lr, elapsed / budget)
         opt.zero_grad(set_to_none=True)
         total, ag = 0.0, []
         for i in torch.randint(len(seqs), (batch,), generator=g).tolist():

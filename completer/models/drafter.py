@@ -214,27 +214,53 @@ class Eagle3Drafter(nn.Module):
 
     # --- checkpoint ---------------------------------------------------------------------------------------
     def save(self, folder: Path, meta: dict | None = None) -> None:
-        from safetensors.torch import save_file
-
-        folder.mkdir(parents=True, exist_ok=True)
         state = {k: (v.detach().cpu().contiguous() if k in ("d2t", "t2d") else
                      v.detach().to("cpu", torch.bfloat16).contiguous())
                  for k, v in self.state_dict().items()}
-        save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
-        (folder / "config.json").write_text(json.dumps(self.config.to_hf(), indent=2) + "\n")
-        if meta is not None:
-            (folder / "train_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        write_checkpoint(folder, state, self.config.to_hf(), meta)
 
     @classmethod
     def load(cls, folder: str | Path, device="cpu", dtype=torch.float32) -> "Eagle3Drafter":
-        from safetensors.torch import load_file
-
-        folder = Path(folder)
-        cfg = DrafterConfig.from_hf(json.loads((folder / "config.json").read_text()))
-        model = cls(cfg)
-        state = load_file(str(folder / "model.safetensors"))
+        config, state = read_checkpoint(folder)
+        model = cls(DrafterConfig.from_hf(config))
         model.load_state_dict({k: v if k in ("d2t", "t2d") else v.float() for k, v in state.items()})
         return model.to(device=device, dtype=dtype).eval()
+
+
+def set_lr(opt, base: float, frac: float) -> None:
+    """The learning rate at ``frac`` of the time budget: 3% warm-up, then cosine from ``base`` down to 0.1x."""
+    lr = base * (frac / 0.03 if frac < 0.03 else 0.1 + 0.45 * (1 + math.cos(math.pi * (frac - 0.03) / 0.97)))
+    for grp in opt.param_groups:
+        grp["lr"] = lr
+
+
+def time_bar(budget: float, desc: str):
+    """A progress bar over the training's seconds (its ETA is the budget left), on stdout."""
+    from tqdm import tqdm
+
+    return tqdm(total=int(budget), unit="s", desc=desc, file=sys.stdout, mininterval=10,
+                bar_format="{l_bar}{bar}| {n}/{total}s [{elapsed}<{remaining}] {postfix}")
+
+
+def write_checkpoint(folder: Path, state: dict, config: dict, meta: dict | None = None) -> None:
+    """A drafter folder as vLLM loads it: ``state`` as model.safetensors, ``config`` as config.json, and
+    train_meta.json when ``meta`` is given."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    if meta is not None:
+        (folder / "train_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def read_checkpoint(folder: str | Path) -> tuple[dict, dict]:
+    """(config.json, tensors of model.safetensors) of a drafter folder."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    return json.loads((folder / "config.json").read_text()), load_file(str(folder / "model.safetensors"))
 
 
 def target_features(target: LlamaForCausalLM, ids: torch.Tensor, aux_ids: list[int]):
@@ -437,8 +463,6 @@ def choose_draft_vocab(stream: np.ndarray, vocab: int, size: int) -> torch.Tenso
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tqdm import tqdm
-
     from .fim import encode_samples, pack
     from .tokenizer import EOS, load_tokenizer
     from .train import corpus_texts                # the archive reader `completer train --corpus` uses
@@ -579,13 +603,9 @@ def main(argv: list[str] | None = None) -> int:
     budget = args.minutes * 60
     start = time.time()
     step, agree, losses = 0, [], []
-    bar = tqdm(total=int(budget), unit="s", desc="train-drafter", file=sys.stdout, mininterval=10,
-               bar_format="{l_bar}{bar}| {n}/{total}s [{elapsed}<{remaining}] {postfix}")
+    bar = time_bar(budget, "train-drafter")
     while (elapsed := time.time() - start) < budget and (args.max_steps is None or step < args.max_steps):
-        frac = elapsed / budget
-        lr = args.lr * (frac / 0.03 if frac < 0.03 else 0.1 + 0.45 * (1 + math.cos(math.pi * (frac - 0.03) / 0.97)))
-        for grp in opt.param_groups:
-            grp["lr"] = lr
+        set_lr(opt, args.lr, elapsed / budget)
         w = data[torch.randint(len(data), (batch,), generator=g).to(data.device)].to(device)
         with amp:
             loss, ag = ttt_loss(drafter, target, w, args.steps_ahead, draft_ids)
