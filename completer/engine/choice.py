@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 
 AUTO = "auto"
 FALLBACK = "none"          # nothing measured for these models here: no speculation (never slower than none)
-CHOSEN = ("speculation", "num_speculative_tokens")   # the settings a saved choice sets
+# the settings a saved choice sets (the drafter: a DFlash winner's folder, measured beside the shipped EAGLE-3 one)
+CHOSEN = ("speculation", "num_speculative_tokens", "drafter")
 
 
 def choices_dir() -> Path:

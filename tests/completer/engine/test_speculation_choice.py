@@ -35,6 +35,20 @@ def test_the_default_is_auto_and_nothing_measured_means_no_speculation(cache):
     assert resolve(EngineConfig(speculation="draft"))[0].speculation == "draft"     # a set value is kept
 
 
+def test_a_dflash_choice_brings_its_drafter_folder(cache, tmp_path):
+    """tune --dflash measures a DFlash folder beside the EAGLE-3 drafter that ships: when it wins, the engine with
+    speculation="auto" runs it with that folder (without it, the shipped EAGLE-3 folder would be refused for dflash
+    and the choice ignored)."""
+    base = EngineConfig(backend="vllm")                       # house v2 with its shipped house:v2/eagle3
+    save(base, {"backend": "vllm", "model": base.model, "draft": base.draft, "device": "auto",
+                "drafter": str(tmp_path / "df"), "speculation": "dflash", "num_speculative_tokens": 4})
+    resolved, why = resolve(base)
+    assert (resolved.speculation, resolved.num_speculative_tokens, resolved.drafter) == \
+        ("dflash", 4, str(tmp_path / "df")) and "completer tune" in why
+    save(base, {"backend": "vllm", "drafter": base.drafter, "speculation": "eagle3", "num_speculative_tokens": 2})
+    assert resolve(base)[0].drafter == "house:v2/eagle3"
+
+
 def test_a_saved_choice_for_the_same_models_is_taken_and_for_others_not(cache):
     save(EngineConfig(device="cpu"), {"speculation": "ngram", "num_speculative_tokens": 4})
     resolved, why = resolve(EngineConfig(device="cpu"))
