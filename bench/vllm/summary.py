@@ -63,7 +63,8 @@ def tune_rows(tune: dict, source: str, rule: str, model: str = "house:v2/target"
                      "requests": tune.get("requests", "fixed"), "prompts": tune["prompts"], "rounds": r["rounds"],
                      **({"first_token_p50_ms": r["first_token_p50_ms"],
                          "decode_ms_per_token_p50": r["decode_ms_per_token_p50"]} if "first_token_p50_ms" in r else {}),
-                     "measured": True, "model": model, "drafter": drafter if method == "eagle3" else None,
+                     "measured": True, "model": model,
+                     "drafter": r.get("settings", {}).get("drafter") or (drafter if method == "eagle3" else None),
                      "source": source})
     return rows
 

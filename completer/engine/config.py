@@ -130,11 +130,10 @@ class EngineConfig:
                              f"--target {self.model})" + (f", e.g. {own_drafter(self.model)!r}" if
                                                           own_drafter(self.model) else "") + ", or another speculation")
         if self.speculation == "dflash" and (not self.drafter or self.drafter in HOUSE_DRAFTERS.values()):
-            raise ValueError(f"speculation='dflash' needs drafter (a DFlash drafter folder; {self.drafter!r} is an "
-                             f"EAGLE-3 one): train one with `completer train-drafter --method dflash --target "
-                             f"{self.model} --out DIR` and give drafter=DIR" if self.drafter else
-                             f"speculation='dflash' needs drafter (a DFlash drafter folder): train one with "
-                             f"`completer train-drafter --method dflash --target {self.model} --out DIR`")
+            eagle = f"; {self.drafter!r} is an EAGLE-3 one" if self.drafter else ""
+            raise ValueError(f"speculation='dflash' needs drafter (a DFlash drafter folder{eagle}): train one with "
+                             f"`completer train-drafter --method dflash --target {self.model} --out DIR` and give "
+                             f"drafter=DIR")
         dtp = self.draft_tensor_parallel_size
         if dtp is not None and dtp not in (1, self.tensor_parallel_size):
             raise ValueError(f"draft_tensor_parallel_size must be 1 or tensor_parallel_size "

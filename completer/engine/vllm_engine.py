@@ -129,33 +129,19 @@ def check_quantization(method: str, setting: str, capability: tuple[int, int] | 
 def check_eagle3_drafter(folder: Path | str, weights: bool = True) -> None:
     """An EAGLE-3 drafter folder (config.json with LlamaForCausalLMEagle3 and model.safetensors), or ValueError
     naming the setting — so a wrong folder fails at once, not after vLLM has loaded the target."""
-    import json
-
-    folder = Path(folder)
-    cfg = folder / "config.json"
-    try:
-        d = json.loads(cfg.read_text())
-    except (OSError, ValueError) as e:
-        raise ValueError(f"drafter {folder}: no readable config.json ({e})") from None
+    folder, d = Path(folder), _drafter_config(folder)
     archs = d.get("architectures") or []
     if not any("Eagle3" in a for a in archs):
         raise ValueError(f"drafter {folder} is not an EAGLE-3 drafter (architectures {archs}); "
                          f"make one with `completer train-drafter --target <model> --out <folder>`")
-    if weights and not list(folder.glob("*.safetensors")):
-        raise ValueError(f"drafter {folder} has no *.safetensors weights")
+    _drafter_weights(folder, weights)
 
 
 def check_dflash_drafter(folder: Path | str, weights: bool = True) -> None:
     """A DFlash drafter folder as vLLM 0.26 loads it (config.json with DFlashDraftModel and dflash_config's
     mask_token_id and target_layer_ids; *.safetensors), or ValueError naming the setting: vLLM itself would
     rename another architecture to an unregistered DFlash<arch>, or fall back to other layer ids, after minutes."""
-    import json
-
-    folder = Path(folder)
-    try:
-        d = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError) as e:
-        raise ValueError(f"drafter {folder}: no readable config.json ({e})") from None
+    folder, d = Path(folder), _drafter_config(folder)
     archs = d.get("architectures") or []
     if "DFlashDraftModel" not in archs:
         raise ValueError(f"drafter {folder} is not a DFlash drafter (architectures {archs}); make one with "
@@ -163,6 +149,19 @@ def check_dflash_drafter(folder: Path | str, weights: bool = True) -> None:
     missing = [key for key in ("mask_token_id", "target_layer_ids") if key not in (d.get("dflash_config") or {})]
     if missing:
         raise ValueError(f"drafter {folder}: config.json's dflash_config lacks {missing}")
+    _drafter_weights(folder, weights)
+
+
+def _drafter_config(folder: Path | str) -> dict:
+    import json
+
+    try:
+        return json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"drafter {folder}: no readable config.json ({e})") from None
+
+
+def _drafter_weights(folder: Path, weights: bool) -> None:
     if weights and not list(folder.glob("*.safetensors")):
         raise ValueError(f"drafter {folder} has no *.safetensors weights")
 

@@ -35,7 +35,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .drafter import read_checkpoint, rope, summarise, target_features, write_checkpoint
+from .drafter import read_checkpoint, rope, target_features, write_checkpoint
 from .llama import MLP, RMSNorm, apply_rope
 
 ARCHITECTURE = "DFlashDraftModel"
@@ -256,6 +256,20 @@ def blocks(seq: torch.Tensor, anchors: torch.Tensor, block: int, mask_id: int) -
     return ids, pos, labels
 
 
+def block_logits(drafter: DFlashDrafter, target, seq: torch.Tensor, anchors: torch.Tensor,
+                 block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits [N*block, V], labels [N*block]) of the blocks of length ``block`` at ``anchors`` in ``seq`` [T],
+    all in one drafter forward over the target's features of ``seq`` (:func:`blocks`, :func:`block_mask`)."""
+    c = drafter.config
+    with torch.no_grad():
+        feats, _ = target_features(target, seq[None], c.aux_layer_ids)
+    ids, pos, labels = blocks(seq, anchors, block, c.mask_token_id)
+    embed = target.model.embed_tokens.weight
+    h = drafter(embed, feats.to(drafter.fc.weight.dtype), ids[None], pos.clamp(max=c.max_position_embeddings - 1),
+                block_mask(anchors, len(seq), block, c.causal))
+    return F.linear(h[0], embed), labels
+
+
 OFFSET_DECAY = 0.8           # later drafts count less: they are only used when the earlier ones were accepted
 
 
@@ -264,18 +278,11 @@ def dflash_loss(drafter: DFlashDrafter, target, seq: torch.Tensor, start: int, n
     """(loss, top-1 agreement per offset) on one sequence ``seq`` [T] whose tokens from ``start`` on are the
     target's greedy continuation: ``n_anchors`` blocks with their bonus token in the continuation."""
     c = drafter.config
-    T = len(seq)
-    with torch.no_grad():
-        feats, _ = target_features(target, seq[None], c.aux_layer_ids)
-    hi = max(start + 1, T - 1)
+    hi = max(start + 1, len(seq) - 1)
     anchors = torch.randint(start, hi, (n_anchors,), generator=generator).to(seq.device).unique()
-    ids, pos, labels = blocks(seq, anchors, c.block_size, c.mask_token_id)
-    mask = block_mask(anchors, T, c.block_size, c.causal)
-    embed = target.model.embed_tokens.weight
-    h = drafter(embed, feats.to(drafter.fc.weight.dtype), ids[None], pos.clamp(max=c.max_position_embeddings - 1),
-                mask)
-    logits = F.linear(h[0], embed).float()                                    # [N*block, V]
-    off = torch.arange(len(ids), device=seq.device) % c.block_size
+    logits, labels = block_logits(drafter, target, seq, anchors, c.block_size)
+    logits = logits.float()
+    off = torch.arange(len(labels), device=seq.device) % c.block_size
     weight = torch.where(off > 0, OFFSET_DECAY ** (off - 1).clamp(min=0).float(), torch.zeros_like(off, dtype=torch.float))
     ce = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")
     valid = (labels >= 0).float()
@@ -292,50 +299,21 @@ def dflash_loss(drafter: DFlashDrafter, target, seq: torch.Tensor, start: int, n
 def draft_all(drafter: DFlashDrafter, target, seq: torch.Tensor, start: int, k: int) -> torch.Tensor:
     """[N, k] greedy drafts of the blocks at every anchor P in ``start .. T-2`` of ``seq`` (one forward: blocks
     are independent under :func:`block_mask`), each block of length k + 1 as vLLM forms it."""
-    c = drafter.config
-    T = len(seq)
-    feats, _ = target_features(target, seq[None], c.aux_layer_ids)
-    anchors = torch.arange(start, T - 1, device=seq.device)
-    ids, pos, _ = blocks(seq, anchors, k + 1, c.mask_token_id)
-    mask = block_mask(anchors, T, k + 1, c.causal)
-    embed = target.model.embed_tokens.weight
-    h = drafter(embed, feats.to(drafter.fc.weight.dtype), ids[None], pos.clamp(max=c.max_position_embeddings - 1),
-                mask)
-    preds = F.linear(h[0], embed).argmax(-1).view(len(anchors), k + 1)
-    return preds[:, 1:]
+    anchors = torch.arange(start, len(seq) - 1, device=seq.device)
+    logits, _ = block_logits(drafter, target, seq, anchors, k + 1)
+    return logits.argmax(-1).view(len(anchors), k + 1)[:, 1:]
 
 
-@torch.no_grad()
 def acceptance_report(drafter: DFlashDrafter, target, prompts: list[list[int]], new_tokens: int, eos: int | None,
                       device, k: int | None = None, desc: str = "held-out acceptance (dflash)") -> dict:
     """Drafts of blocks of k + 1 (default: the trained block) along the target's greedy continuations of held-out
-    prompts, counted as vLLM counts them: a verification step at every continuation token P; draft i is accepted
-    when it and every draft before it equal the target's tokens P+1..P+i."""
-    import sys
-
-    from tqdm import tqdm
-
-    from .drafter import greedy_continuation
+    prompts, counted as vLLM counts them (``completer.models.drafter.chain_report``)."""
+    from .drafter import chain_report
 
     k = k or drafter.config.block_size - 1
-    drafted, accepted = [0] * k, [0] * k
-    for prompt in tqdm(prompts, desc=desc, unit="prompt", file=sys.stdout, mininterval=10):
-        cont = greedy_continuation(target, prompt, new_tokens, eos, device)
-        if len(cont) < 2:
-            continue
-        seq = torch.tensor(prompt + cont, device=device)
-        preds = draft_all(drafter, target, seq, len(prompt), k).tolist()
-        for j, P in enumerate(range(len(prompt), len(seq) - 1)):
-            ok = True
-            for i in range(k):
-                if P + i + 1 >= len(seq):
-                    break
-                drafted[i] += 1
-                ok = ok and preds[j][i] == int(seq[P + i + 1])
-                accepted[i] += ok
-    return summarise(drafted, accepted, len(prompts), new_tokens)
-
-
+    return chain_report(lambda seq, start: draft_all(drafter, target, torch.tensor(seq, device=device), start,
+                                                     k).tolist(),
+                        target, prompts, new_tokens, eos, device, k, desc)
 
 
 def mask_token(tok) -> int:

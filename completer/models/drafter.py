@@ -341,32 +341,43 @@ def greedy_continuation(target, prompt: list[int], n: int, eos: int | None, devi
 @torch.no_grad()
 def acceptance_report(drafter, target, prompts: list[list[int]], new_tokens: int, eos: int | None, device,
                       k_max: int = 8, desc: str = "held-out acceptance") -> dict:
-    """Greedy drafts along the target's own greedy continuations of held-out prompts, counted as vLLM counts them:
-    accepted_per_position[j] = chains whose first j+1 drafts all equal the target's tokens; one chain per
-    continuation token (a verification step could start at any of them)."""
-    drafted = [0] * k_max
-    accepted = [0] * k_max
-    from tqdm import tqdm
-
+    """Greedy drafts along the target's own greedy continuations of held-out prompts, counted as vLLM counts them
+    (:func:`chain_report`): the unrolled drafter's chain from every continuation token."""
     dmap = drafter.draft_ids()
-    for prompt in tqdm(prompts, desc=desc, unit="prompt", file=sys.stdout, mininterval=10):
-        cont = greedy_continuation(target, prompt, new_tokens, eos, device)
-        seq = prompt + cont
-        if len(cont) < 2:
-            continue
+
+    def drafts_for(seq: list[int], start: int) -> list[list[int]]:
         w = torch.tensor([seq], device=device)
         feats, _ = target_features(target, w, drafter.config.aux_layer_ids)
         outs = drafter.unrolled(target.model.embed_tokens, w, feats.to(drafter.fc.weight.dtype), k_max)
         preds = [dmap[o[0].argmax(-1)].tolist() for o in outs]            # target ids, [T] per step
-        P, T = len(prompt), len(seq)
-        for p in range(P - 1, T - 2):                                     # token p+1 is the verified one
+        # step j at index P - 1 reads the token at P (the verified one) and drafts the token at P + j + 1
+        return [[preds[j][P - 1] for j in range(k_max)] for P in range(start, len(seq) - 1)]
+
+    return chain_report(drafts_for, target, prompts, new_tokens, eos, device, k_max, desc)
+
+
+def chain_report(drafts_for, target, prompts: list[list[int]], new_tokens: int, eos: int | None, device, k: int,
+                 desc: str) -> dict:
+    """The held-out report of a drafter: for each prompt the target's greedy continuation ``seq``, and
+    ``drafts_for(seq, len(prompt))``: for every continuation token P from the first to the second last, the k
+    drafts of tokens P+1..P+k (a verification step could start at any of them). Counted as vLLM counts them:
+    accepted_per_position[i] = chains whose first i+1 drafts all equal the target's tokens."""
+    from tqdm import tqdm
+
+    drafted, accepted = [0] * k, [0] * k
+    for prompt in tqdm(prompts, desc=desc, unit="prompt", file=sys.stdout, mininterval=10):
+        cont = greedy_continuation(target, prompt, new_tokens, eos, device)
+        if len(cont) < 2:
+            continue
+        seq = prompt + cont
+        for P, row in enumerate(drafts_for(seq, len(prompt)), start=len(prompt)):
             ok = True
-            for j in range(k_max):
-                if p + j + 2 >= T:
+            for i, d in enumerate(row[:k]):
+                if P + i + 1 >= len(seq):
                     break
-                drafted[j] += 1
-                ok = ok and preds[j][p] == seq[p + j + 2]
-                accepted[j] += ok
+                drafted[i] += 1
+                ok = ok and d == seq[P + i + 1]
+                accepted[i] += ok
     return summarise(drafted, accepted, len(prompts), new_tokens)
 
 

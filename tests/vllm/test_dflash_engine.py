@@ -2,7 +2,6 @@
 vLLM 0.26 loads as method "dflash": the engine starts, drafts k tokens per step in one proposal, and greedy output
 stays the target's (bf16: FlashAttention, which DFlash's bidirectional block needs, has no float32)."""
 
-import pytest
 import torch
 
 from completer.engine.base import Request
