@@ -339,22 +339,32 @@ def length_buckets(prompts: list[list[int]], size: int) -> list[list[list[int]]]
 
 @torch.no_grad()
 def greedy_batch(target, prompts: list[list[int]], n: int, eos: int | None) -> list[list[int]]:
-    """The target's greedy continuations (up to ``n`` tokens, ending after ``eos``) of equal-length ``prompts``,
-    one batched full forward per token: what :func:`completer.models.drafter.greedy_continuation` gives one by one."""
-    device = target.model.embed_tokens.weight.device
-    ids = torch.tensor(prompts, device=device)
-    done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
+    """The target's greedy continuations (up to ``n`` tokens, ending after ``eos``) of equal-length ``prompts``:
+    one batched prefill into a KV cache, then one batched one-token step per token (what
+    :func:`completer.models.drafter.greedy_continuation` gives one by one; full forwards per token cost the
+    prompt's length in compute at every token)."""
+    from .llama import KVCache
+
+    p = next(target.parameters())
+    ids = torch.tensor(prompts, device=p.device)
+    steps = min(n, target.config.max_position_embeddings - ids.shape[1])
+    if steps <= 0:
+        return [[] for _ in prompts]
+    cache = KVCache(target.config, batch=len(prompts), capacity=ids.shape[1] + steps, device=p.device,
+                    dtype=p.dtype)
+    logits = target(ids, cache=cache, last_only=True)                                     # [B,1,V]
+    done = torch.zeros(len(prompts), dtype=torch.bool, device=p.device)
     out = []
-    for _ in range(min(n, target.config.max_position_embeddings - ids.shape[1])):
-        _, logits = target_features(target, ids, [target.config.num_hidden_layers])
-        nxt = logits[:, -1].argmax(-1)
+    for i in range(steps):
+        nxt = logits[:, -1].argmax(-1)                                                    # [B]
         out.append(nxt)
-        ids = torch.cat([ids, nxt[:, None]], 1)
         if eos is not None:
             done |= nxt == eos
             if bool(done.all()):
                 break
-    conts = torch.stack(out, 1).tolist() if out else [[] for _ in prompts]
+        if i + 1 < steps:
+            logits = target(nxt[:, None], cache=cache)
+    conts = torch.stack(out, 1).tolist()
     return [c[: c.index(eos) + 1] if eos is not None and eos in c else c for c in conts]
 
 
