@@ -163,15 +163,21 @@ class DFlashDrafter(nn.Module):
 
     def forward(self, embed: torch.Tensor, feats: torch.Tensor, ids: torch.Tensor, pos: torch.Tensor,
                 mask: torch.Tensor) -> torch.Tensor:
-        """Hidden states [B, Q, H] (after ``norm``) of the query tokens ``ids`` [B, Q] at positions ``pos`` [Q].
+        """Hidden states [B, Q, H] (after ``norm``) of the query tokens ``ids`` [B, Q] at positions ``pos`` [Q]
+        (or [B, Q]: each sequence its own).
 
-        ``feats`` [B, T, n*H]: the target's features at positions 0..T-1 (the context); ``mask`` [Q, T + Q] bool:
-        which context and query keys each query sees; ``embed`` [V, H]: the target's embedding matrix."""
+        ``feats`` [B, T, n*H]: the target's features at positions 0..T-1 (the context); ``mask`` [Q, T + Q] bool
+        (or [B, Q, T + Q]): which context and query keys each query sees; ``embed`` [V, H]: the target's embedding
+        matrix."""
         c = self.config
         ctx = self.hidden_norm(self.fc(feats))                                      # [B, T, H]
         T = ctx.shape[1]
         cos_c, sin_c = self.rope_cos[:T], self.rope_sin[:T]
-        cos_q, sin_q = self.rope_cos[pos], self.rope_sin[pos]
+        cos_q, sin_q = self.rope_cos[pos], self.rope_sin[pos]                       # [Q, D] or [B, Q, D]
+        if pos.dim() == 2:                                                          # -> [B, 1, Q, D]: per head
+            cos_q, sin_q = cos_q[:, None], sin_q[:, None]
+        if mask.dim() == 3:
+            mask = mask[:, None]                                                    # [B, 1, Q, T + Q]
         h = F.embedding(ids, embed)                                                 # [B, Q, H]
         for layer in self.layers:
             a = layer.self_attn
@@ -260,39 +266,52 @@ def block_logits(drafter: DFlashDrafter, target, seq: torch.Tensor, anchors: tor
                  block: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(logits [N*block, V], labels [N*block]) of the blocks of length ``block`` at ``anchors`` in ``seq`` [T],
     all in one drafter forward over the target's features of ``seq`` (:func:`blocks`, :func:`block_mask`)."""
+    return batch_block_logits(drafter, target, [seq], anchors[None], block)
+
+
+def batch_block_logits(drafter: DFlashDrafter, target, seqs: list[torch.Tensor], anchors: torch.Tensor,
+                       block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`block_logits` of several sequences in one target forward and one drafter forward: ``anchors``
+    [B, N] (N blocks in each of the B sequences), logits [B*N*block, V] and labels in that order. The sequences
+    are right-padded to the longest; a block sees only context before its anchor, so never the padding."""
     c = drafter.config
+    T = max(len(s) for s in seqs)
+    padded = torch.zeros(len(seqs), T, dtype=seqs[0].dtype, device=seqs[0].device)
+    for b, s in enumerate(seqs):
+        padded[b, : len(s)] = s
     with torch.no_grad():
-        feats, _ = target_features(target, seq[None], c.aux_layer_ids)
-    ids, pos, labels = blocks(seq, anchors, block, c.mask_token_id)
+        feats, _ = target_features(target, padded, c.aux_layer_ids)                   # [B, T, n*H]
+    parts = [blocks(s, a, block, c.mask_token_id) for s, a in zip(seqs, anchors)]
+    ids, pos, labels = (torch.stack([p[i] for p in parts]) for i in range(3))          # [B, N*block] each
+    mask = torch.stack([block_mask(a, T, block, c.causal) for a in anchors])           # [B, N*block, T + N*block]
     embed = target.model.embed_tokens.weight
-    h = drafter(embed, feats.to(drafter.fc.weight.dtype), ids[None], pos.clamp(max=c.max_position_embeddings - 1),
-                block_mask(anchors, len(seq), block, c.causal))
-    return F.linear(h[0], embed), labels
+    h = drafter(embed, feats.to(drafter.fc.weight.dtype), ids, pos.clamp(max=c.max_position_embeddings - 1), mask)
+    return F.linear(h.reshape(-1, h.shape[-1]), embed), labels.reshape(-1)
 
 
 OFFSET_DECAY = 0.8           # later drafts count less: they are only used when the earlier ones were accepted
 
 
-def dflash_loss(drafter: DFlashDrafter, target, seq: torch.Tensor, start: int, n_anchors: int,
+def dflash_loss(drafter: DFlashDrafter, target, seqs: list[tuple[torch.Tensor, int]], n_anchors: int,
                 generator: torch.Generator | None = None) -> tuple[torch.Tensor, list[float]]:
-    """(loss, top-1 agreement per offset) on one sequence ``seq`` [T] whose tokens from ``start`` on are the
-    target's greedy continuation: ``n_anchors`` blocks with their bonus token in the continuation."""
+    """(loss, top-1 agreement per offset) on sequences ``(seq [T], start)`` whose tokens from ``start`` on are the
+    target's greedy continuation: ``n_anchors`` blocks in each (drawn with replacement) with their bonus token in
+    the continuation, all sequences in one forward."""
     c = drafter.config
-    hi = max(start + 1, len(seq) - 1)
-    anchors = torch.randint(start, hi, (n_anchors,), generator=generator).to(seq.device).unique()
-    logits, labels = block_logits(drafter, target, seq, anchors, c.block_size)
+    anchors = torch.stack([torch.randint(n, max(n + 1, len(seq) - 1), (n_anchors,), generator=generator)
+                           for seq, n in seqs]).to(seqs[0][0].device)                    # [B, n_anchors]
+    logits, labels = batch_block_logits(drafter, target, [seq for seq, _ in seqs], anchors, c.block_size)
     logits = logits.float()
-    off = torch.arange(len(labels), device=seq.device) % c.block_size
+    off = torch.arange(len(labels), device=labels.device) % c.block_size
     weight = torch.where(off > 0, OFFSET_DECAY ** (off - 1).clamp(min=0).float(), torch.zeros_like(off, dtype=torch.float))
     ce = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")
     valid = (labels >= 0).float()
     loss = (ce * weight * valid).sum() / (weight * valid).sum().clamp(min=1e-6)
-    agree = []
-    hit = (logits.argmax(-1) == labels) & (labels >= 0)
-    for i in range(1, c.block_size):
-        sel = (off == i) & (labels >= 0)
-        agree.append(hit[sel].float().mean().item() if sel.any() else math.nan)
-    return loss, agree
+    hit = ((logits.argmax(-1) == labels) & (labels >= 0)).float()
+    seen = (labels >= 0).float()
+    per_off = torch.stack([torch.zeros(c.block_size, device=labels.device).index_add_(0, off, x) for x in (hit, seen)])
+    hits, counts = per_off.tolist()                                     # one sync, not one per offset
+    return loss, [h / n if n else math.nan for h, n in zip(hits[1:], counts[1:])]
 
 
 @torch.no_grad()
@@ -403,7 +422,7 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
         raise SystemExit(f"completer train-drafter: cannot read the corpus: {e}")
     rng = random.Random(args.seed)
     rng.shuffle(texts)
-    prompts = _fim_prompts(tok, texts, n_seq, rng, max_len)
+    prompts = _fim_prompts(tok, texts, n_seq, rng, max_len, keep=0.6)   # more prompts per MB than a report needs
     if not prompts:
         raise SystemExit("completer train-drafter: no FIM prompts in the corpus")
     seqs = []
@@ -431,28 +450,23 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
         for p in drafter.parameters():
             p.copy_(torch.ones_like(p) if p.dim() == 1 else torch.randn(p.shape, generator=g).to(p) * 0.02)
     opt = torch.optim.AdamW(drafter.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    batch = args.batch or (16 if gpu else 4)
+    batch = args.batch or (32 if gpu else 4)
     anchors = args.anchors or (32 if gpu else 16)
     budget, start, step, losses, agree = args.minutes * 60, time.time(), 0, [], []
     bar = time_bar(budget, "train-drafter (dflash)")
     while (elapsed := time.time() - start) < budget and (args.max_steps is None or step < args.max_steps):
         set_lr(opt, args.lr, elapsed / budget)
         opt.zero_grad(set_to_none=True)
-        total, ag = 0.0, []
-        for i in torch.randint(len(seqs), (batch,), generator=g).tolist():
-            seq, n = seqs[i]
-            with amp:
-                loss, a = dflash_loss(drafter, target, seq, n, anchors, g)
-            (loss / batch).backward()
-            total += loss.item() / batch
-            ag.append(a)
+        picked = [seqs[i] for i in torch.randint(len(seqs), (batch,), generator=g).tolist()]
+        with amp:                           # the batch in one target forward and one drafter forward
+            loss, agree = dflash_loss(drafter, target, picked, anchors, g)
+        loss.backward()
+        total = loss.item()
         torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
         opt.step()
         step += 1
         if step % 10 == 0 or step == 1:
             losses.append(total)
-            agree = [sum(x[j] for x in ag if not math.isnan(x[j])) / max(1, sum(not math.isnan(x[j]) for x in ag))
-                     for j in range(cfg.block_size - 1)]
             bar.n = int(time.time() - start)
             bar.set_postfix_str(f"step {step} loss {total:.3f} top1 vs target by offset " +
                                 "/".join(f"{a:.2f}" for a in agree[:4]))

@@ -443,7 +443,9 @@ def heldout_prompts_by_language(tok, n: int, seed: int, max_len: int,
     return out
 
 
-def _fim_prompts(tok, texts, n: int, rng: random.Random, max_len: int) -> list[list[int]]:
+def _fim_prompts(tok, texts, n: int, rng: random.Random, max_len: int, keep: float = 0.3) -> list[list[int]]:
+    """Up to ``n`` FIM prompts of at most ``max_len`` tokens, one from each of a random ``keep`` share of the
+    texts' chunks."""
     from .fim import chunks, split_fim
     from .tokenizer import FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
 
@@ -451,7 +453,7 @@ def _fim_prompts(tok, texts, n: int, rng: random.Random, max_len: int) -> list[l
     out = []
     for text in texts:
         for ch in chunks(text):
-            if rng.random() > 0.3:
+            if rng.random() > keep:
                 continue
             p, _, s = split_fim(ch, rng)
             if None in ids.values():

@@ -125,7 +125,7 @@ def test_training_fits_the_targets_greedy_continuation_and_the_report_counts_it(
     opt = torch.optim.Adam(d.parameters(), lr=3e-3)
     g = torch.Generator().manual_seed(0)
     for _ in range(300):
-        loss, agree = dflash_loss(d, t, seq, len(prompt), 16, g)
+        loss, agree = dflash_loss(d, t, [(seq, len(prompt))], 16, g)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -177,3 +177,19 @@ def test_batched_greedy_continuations_equal_the_one_by_one_ones():
     for group in groups:
         for p, cont in zip(group, greedy_batch(t, group, 12, eos=7)):
             assert cont == greedy_continuation(t, p, 12, 7, "cpu")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_batch_of_sequences_in_one_forward_equals_each_sequence_alone(causal):
+    """Training takes several sequences of different lengths in one forward (right-padded): every block's logits
+    are those of its sequence alone, so the padding and the other sequences are never seen."""
+    from completer.models.dflash import batch_block_logits, block_logits
+
+    t, d = tiny(seed=4, causal=causal)
+    seqs = [torch.randint(6, 64, (n,)) for n in (20, 31, 26)]
+    anchors = torch.tensor([[3, 15, 15], [28, 0, 9], [24, 12, 5]])
+    with torch.no_grad():
+        logits, labels = batch_block_logits(d, t, seqs, anchors, 4)
+        alone = [block_logits(d, t, s, a, 4) for s, a in zip(seqs, anchors)]
+    assert torch.allclose(logits, torch.cat([x for x, _ in alone]), atol=1e-5)
+    assert torch.equal(labels, torch.cat([y for _, y in alone]))
