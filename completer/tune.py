@@ -18,7 +18,9 @@ for it, as the language server sends them. Ghost text is short (a line ends at t
 to the first token weighs more than the decode speed there: a method measured on 48-token completions alone once
 chose eagle3 at 1.32x that was 0.74x on requests ending at a median 21 tokens (bench/results/vllm/2026-12-04c, d);
 on editor requests at house scale on the H200 tune chose none, or eagle3 k=2 at 1.11x (2026-12-04e).
-``--requests fixed`` measures fixed-length completions of FIM prompts (``--max-new-tokens``, 48), as before.
+``--requests fixed`` measures fixed-length completions of FIM prompts (``--max-new-tokens``, 48), as before;
+``--requests editor,fixed`` both, on the same engines in the same rounds (on vLLM an engine start is 50-120 s, the
+cost of a tune): a table and a best configuration for each, the choice saved from the first.
 
 Saves the result (JSON: the winning engine settings and the whole table) where an engine with
 ``speculation="auto"`` (the default) finds it for these models (``completer/engine/choice.py``), also to ``--out``
@@ -156,44 +158,83 @@ def warm_up_request(first: Request) -> Request:
     return dataclasses.replace(first, request_id="warm-up", prompt=prompt)
 
 
-async def measure(configs: dict[str, EngineConfig], requests: list[Request], rounds: int,
+async def measure(configs: dict[str, EngineConfig], requests: dict[str, list[Request]], rounds: int,
                   progress, checkpoint=None) -> dict[str, dict]:
-    """Run ``configs`` side by side: every engine built and warmed first, then ``rounds`` rounds in which each
-    configuration runs every prompt once, the order rotating each round (so a change of the machine's load falls on
-    all of them alike). A configuration whose engine fails is ``{"error": ...}``. ``checkpoint`` gets the figures
-    of the rounds so far after each round (a run stopped by a time limit keeps what it measured)."""
+    """Run ``configs`` side by side: every engine built and warmed first (a request of each shape), then
+    ``rounds`` rounds in which each configuration runs every prompt of every shape of ``requests`` once, the order
+    of the configurations rotating each round (so a change of the machine's load falls on all of them alike).
+    Result: per configuration, per shape, its figures (:func:`summarise`); a configuration whose engine fails is
+    ``{"error": ...}``. ``checkpoint`` gets the figures of the rounds so far after each round (a run stopped by a
+    time limit keeps what it measured). Several shapes share the engines: on vLLM their start is the cost."""
     engines, out = {}, {}
     try:
         for name, config in configs.items():
             try:
                 engines[name] = create_engine(config)
-                await _one(engines[name], "warm-up", warm_up_request(requests[0]))
+                for shape, qs in requests.items():
+                    await _one(engines[name], f"warm-up-{shape}", warm_up_request(qs[0]))
             except (EngineError, ValueError) as e:
                 out[name] = {"error": str(e)}
                 engines.pop(name, None)
-        before = {name: e.counters() for name, e in engines.items()}
-        runs: dict[str, list] = {name: [] for name in engines}
+        counted = {name: {shape: {} for shape in requests} for name in engines}   # what each shape's requests counted
+        runs: dict[str, dict] = {name: {shape: [] for shape in requests} for name in engines}
         names = list(engines)
         progress(None, -1)                              # the engines are up: the rounds start
+
+        def figures(name):
+            return {shape: summarise(runs[name][shape], {}, counted[name][shape]) for shape in requests
+                    if runs[name][shape]}
+
         for r in range(rounds):
             k = r % len(names) if names else 0
             for name in names[k:] + names[:k]:
-                runs[name].append([await _one(engines[name], f"r{r}-{i}", q) for i, q in enumerate(requests)])
+                for shape, qs in requests.items():
+                    before = engines[name].counters()
+                    runs[name][shape].append([await _one(engines[name], f"r{r}-{shape}-{i}", q)
+                                              for i, q in enumerate(qs)])
+                    counted[name][shape] = add_counters(counted[name][shape],
+                                                        diff_counters(engines[name].counters(), before))
                 progress(name, r)
             if checkpoint is not None:
-                checkpoint({**out, **{name: summarise(runs[name], before[name], e.counters())
-                                      for name, e in engines.items()}})
-        for name, e in engines.items():
-            out[name] = summarise(runs[name], before[name], e.counters())
+                checkpoint({**out, **{name: figures(name) for name in engines}})
+        for name in engines:
+            out[name] = figures(name)
     finally:
         for e in engines.values():
             await e.close()
     return out
 
 
-def sample_requests(args, folder, tokenizer) -> list[Request]:
+def diff_counters(after: dict, before: dict) -> dict:
+    """What an engine counted between two reads of :meth:`counters` (the figures summarise uses)."""
+    out = {}
+    for key in ("accepted_tokens", "heal_unconstrained"):
+        if key in after:
+            out[key] = after[key] - before.get(key, 0)
+    if after.get("draft_per_position"):
+        out["draft_per_position"] = [after["draft_per_position"][0] - ((before.get("draft_per_position") or [0])
+                                                                       + [0])[0]]
+    return out
+
+
+def add_counters(total: dict, more: dict) -> dict:
+    """``total`` advanced by the differences ``more`` (:func:`diff_counters`)."""
+    out = dict(total)
+    for key in ("accepted_tokens", "heal_unconstrained"):
+        if key in more:
+            out[key] = total.get(key, 0) + more[key]
+    if "draft_per_position" in more:
+        out["draft_per_position"] = [((total.get("draft_per_position") or [0]) + [0])[0]
+                                     + more["draft_per_position"][0]]
+    return out
+
+
+REQUEST_SHAPES = ("editor", "fixed")
+
+
+def sample_requests(args, folder, tokenizer, shape: str = "editor") -> list[Request]:
     """The requests every configuration runs: ``--prompts`` (fixed length), else editor-shaped ones from held-out
-    files (:func:`editor_requests`), else fixed-length FIM prompts of them."""
+    files (``shape`` editor, :func:`editor_requests`), else fixed-length FIM prompts of them (``shape`` fixed)."""
     if args.prompts:
         data = json.loads(Path(args.prompts).read_text())
         out = [d["prompt"] if isinstance(d, dict) else d for d in data][: args.n]
@@ -203,7 +244,7 @@ def sample_requests(args, folder, tokenizer) -> list[Request]:
     from .models import corpus
 
     texts = (t for _, t in corpus.iter_texts("heldout", 20_000_000))
-    if args.requests == "editor":
+    if shape == "editor":
         out = editor_requests(texts, folder, tokenizer, args.n, seed=1234, max_tokens=args.max_new_tokens or 64)
     else:
         from .models.drafter import _fim_prompts
@@ -283,12 +324,15 @@ async def run(args) -> int:
     from .engine.base import open_model
 
     folder, tokenizer = open_model(args.model)      # the engines' tokenizer, without starting an engine
-    requests = sample_requests(args, folder, tokenizer)
+    shapes = ["fixed"] if args.prompts else args.shapes
+    requests = {shape: sample_requests(args, folder, tokenizer, shape) for shape in shapes}
     rounds = args.rounds or (3 if together else 1)
-    most = max(q.max_new_tokens for q in requests)
-    shape = f"editor-shaped (stops, up to {most} new tokens)" if any(q.stop for q in requests) else \
-        f"{most} new tokens each"
-    print(f"tuning {len(cands)} configurations on {len(requests)} requests, {shape}, {rounds} round(s)", flush=True)
+    described = []
+    for shape, qs in requests.items():
+        most = max(q.max_new_tokens for q in qs)
+        described.append(f"{len(qs)} {shape} requests (" + (f"stops, up to {most} new tokens)" if any(
+            q.stop for q in qs) else f"{most} new tokens each)"))
+    print(f"tuning {len(cands)} configurations on {' and '.join(described)}, {rounds} round(s)", flush=True)
     # all engines side by side, rounds interleaved, so that a drift of the machine falls on every configuration
     # alike (on the H200 none alone measured 155-345 tokens/s p50 in four calls); vLLM's each with a share of GPU
     # memory, or with --engines one-at-a-time (a model too large for several copies) each alone, rounds in a row
@@ -310,53 +354,59 @@ async def run(args) -> int:
         eta = (time.time() - t_rounds[0]) / (done[0] - t_rounds[1]) * (total - done[0])
         print(f"[{done[0]}/{total}] round {r + 1}/{rounds} {name}  (ETA {eta:.0f} s)", flush=True)
 
-    table: dict[str, dict] = {}
+    measured_all: dict[str, dict] = {}  # configuration -> {shape: figures} or {"error": ...}
+
+    def tables(measured: dict[str, dict]) -> dict[str, dict[str, dict]]:
+        """shape -> configuration -> row (its settings and figures, or its error)."""
+        return {shape: {n: {"settings": cands[n], **(r if "error" in r else r.get(shape, {}))}
+                        for n, r in measured.items() if "error" in r or shape in r} for shape in shapes}
 
     def write_partial(measured: dict[str, dict]) -> None:
-        """OUT.partial: the table so far (every configuration measured, or the rounds done), as a round or an
+        """OUT.partial: the tables so far (every configuration measured, or the rounds done), as a round or an
         engine ends: a vLLM engine takes 50-120 s to start, and a device call can run out of time."""
         if not args.out:
             return
         partial = Path(str(args.out) + ".partial")
         partial.parent.mkdir(parents=True, exist_ok=True)
-        rows = {**table, **{n: {"settings": cands[n], **r} for n, r in measured.items()}}
-        partial.write_text(json.dumps({"command": "completer tune " + " ".join(args.argv), "table": rows},
-                                      indent=1) + "\n")
+        t = tables({**measured_all, **measured})
+        partial.write_text(json.dumps({"command": "completer tune " + " ".join(args.argv), "table": t[shapes[0]],
+                                       **({"tables": t} if len(shapes) > 1 else {})}, indent=1) + "\n")
 
     for group in groups:
         measured = await measure({n: EngineConfig(**{**common, **cands[n]}) for n in group}, requests, rounds,
                                  progress, checkpoint=write_partial)
+        measured_all.update(measured)
         for name in group:
-            table[name] = {"settings": cands[name], **measured[name]}
-            if "error" in measured[name]:
-                print(f"{name}: error: {measured[name]['error']}", flush=True)
-            else:
-                r = measured[name]
-                print(f"{name}: {r['tokens_per_s_p50']:.1f} tok/s p50, latency p50/p95 {r['latency_p50_ms']:.0f}/"
-                      f"{r['latency_p95_ms']:.0f} ms, first token {_ms(r['first_token_p50_ms'])}, decode "
-                      f"{_ms(r['decode_ms_per_token_p50'], 2)}/token, {r['tokens_per_step']:.2f} tokens/step",
-                      flush=True)
+            r = measured[name]
+            if "error" in r:
+                print(f"{name}: error: {r['error']}", flush=True)
+                continue
+            for shape in shapes:
+                f = r[shape]
+                print(f"{name} ({shape}): {f['tokens_per_s_p50']:.1f} tok/s p50, latency p50/p95 "
+                      f"{f['latency_p50_ms']:.0f}/{f['latency_p95_ms']:.0f} ms, first token "
+                      f"{_ms(f['first_token_p50_ms'])}, decode {_ms(f['decode_ms_per_token_p50'], 2)}/token, "
+                      f"{f['tokens_per_step']:.2f} tokens/step", flush=True)
         write_partial({})
-    base = table["none"]
-    for r in table.values():
-        if "error" not in r and "error" not in base:
-            r["greedy_identical_to_none"] = greedy_identical(r, base)
-            r["identical_per_round"] = identical_per_round(r, base)
-            r["speedup_vs_none"] = r["tokens_per_s_p50"] / base["tokens_per_s_p50"]
-    if "error" in base:
-        raise SystemExit(f"completer tune: no speculation failed, nothing to compare with: {base['error']}")
-    for r in table.values():
-        r.pop("output", None)
-        r.pop("outputs", None)
-    winner = choose(table, args.min_gain)
+    by_shape = tables(measured_all)
+    if "error" in measured_all["none"]:
+        raise SystemExit(f"completer tune: no speculation failed, nothing to compare with: "
+                         f"{measured_all['none']['error']}")
+    winners = {shape: judge(table, args.min_gain) for shape, table in by_shape.items()}
+    shape = shapes[0]                    # the choice follows the first shape asked for (default: the editor's)
+    table, winner = by_shape[shape], winners[shape]
     tuned = EngineConfig(**{**common, "speculation": "none"})
     result = {"command": "completer tune " + " ".join(args.argv), "measured_for": measured_for(tuned),
               "machine": {"platform": platform.platform(),
               "processor": platform.processor(), "python": sys.version.split()[0]},
-              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "prompts": len(requests),
-              "requests": "fixed" if args.prompts else args.requests,
-              "max_new_tokens": max(q.max_new_tokens for q in requests), "min_gain": args.min_gain,
-              "winner": winner, "settings": {**common, **table[winner]["settings"]}, "table": table}
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "prompts": len(requests[shape]),
+              "requests": shape, "max_new_tokens": max(q.max_new_tokens for q in requests[shape]),
+              "min_gain": args.min_gain, "winner": winner, "settings": {**common, **table[winner]["settings"]},
+              "table": table}
+    if len(shapes) > 1:                  # every shape's own table and winner, the same engines and rounds
+        result["by_requests"] = {s: {"prompts": len(requests[s]), "max_new_tokens": max(
+            q.max_new_tokens for q in requests[s]), "winner": winners[s], "table": by_shape[s]} for s in shapes}
+        result["chosen_on"] = shape
     text = json.dumps(result, indent=1) + "\n"
     saved_to = choice_path(tuned)                 # where an engine with speculation="auto" finds it
     saved_to.parent.mkdir(parents=True, exist_ok=True)
@@ -366,6 +416,32 @@ async def run(args) -> int:
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text)
+    for s_ in shapes:
+        if len(shapes) > 1:
+            print(f"\n{s_} requests" + (" (the choice is made on these)" if s_ == shape else "") +
+                  f": best {winners[s_]}")
+        print_table(by_shape[s_], winners[s_])
+    print(f"chosen: {winner} -> engine settings {json.dumps(result['settings'])}; saved for speculation='auto' "
+          f"(the default) in {saved_to}" + (f"; wrote {args.out}" if args.out else ""))
+    return 0
+
+
+def judge(table: dict[str, dict], min_gain: float) -> str:
+    """Each row of one shape's ``table`` compared with none (greedy identity per first round and per round, the
+    speed-up; the texts dropped once compared), then :func:`choose`."""
+    base = table["none"]
+    for r in table.values():
+        if "error" not in r:
+            r["greedy_identical_to_none"] = greedy_identical(r, base)
+            r["identical_per_round"] = identical_per_round(r, base)
+            r["speedup_vs_none"] = r["tokens_per_s_p50"] / base["tokens_per_s_p50"]
+    for r in table.values():
+        r.pop("output", None)
+        r.pop("outputs", None)
+    return choose(table, min_gain)
+
+
+def print_table(table: dict[str, dict], winner: str) -> None:
     print("| configuration | tok/s p50 | vs none | aggregate tok/s | latency p50 / p95 ms | first token p50 | "
           "decode per token p50 | tokens/step | greedy = none |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -377,9 +453,6 @@ async def run(args) -> int:
               f"{r['speedup_vs_none']:.2f}x | {r['aggregate_tokens_per_s']:.1f} | {r['latency_p50_ms']:.0f} / "
               f"{r['latency_p95_ms']:.0f} | {_ms(r['first_token_p50_ms'])} | {_ms(r['decode_ms_per_token_p50'], 2)} | "
               f"{r['tokens_per_step']:.2f} | {r['greedy_identical_to_none']} |")
-    print(f"chosen: {winner} -> engine settings {json.dumps(result['settings'])}; saved for speculation='auto' "
-          f"(the default) in {saved_to}" + (f"; wrote {args.out}" if args.out else ""))
-    return 0
 
 
 def _ms(v: float | None, digits: int = 1) -> str:
@@ -427,15 +500,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=12, help="prompts per configuration")
     ap.add_argument("--rounds", type=int, default=0, help="rounds over the prompts per configuration, interleaved "
                     "(per prompt the median time is used; default 3, 1 on vLLM with --engines one-at-a-time)")
-    ap.add_argument("--requests", choices=("editor", "fixed"), default="editor", help="editor: shaped as the "
-                    "language server sends them while a line is typed (stops, healing, up to --max-new-tokens, 64); "
-                    "fixed: fill-in-the-middle prompts completed to --max-new-tokens (48)")
+    ap.add_argument("--requests", default="editor", help="editor: shaped as the language server sends them while a "
+                    "line is typed (stops, healing, up to --max-new-tokens, 64); fixed: fill-in-the-middle prompts "
+                    "completed to --max-new-tokens (48); 'editor,fixed': both on the same engines and rounds, a "
+                    "table each, the choice made on the first")
     ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--min-gain", type=float, default=1.05, help="a method must beat none by this factor")
     ap.add_argument("--out", default=None, help="also write the result here (it is always saved where engines "
                     "with speculation='auto' look: completer/engine/choice.py)")
     args = ap.parse_args(argv)
     args.argv = argv
+    args.shapes = list(dict.fromkeys(x.strip() for x in args.requests.split(",") if x.strip()))
+    if not args.shapes or any(x not in REQUEST_SHAPES for x in args.shapes):
+        ap.error(f"--requests {args.requests!r}: give one or more of {', '.join(REQUEST_SHAPES)}, comma-separated")
     args.draft, args.drafter = default_models(args.model, args.draft, args.drafter)
     return asyncio.run(run(args))
 

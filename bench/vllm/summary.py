@@ -47,7 +47,12 @@ def tune_rows(tune: dict, source: str, rule: str, model: str = "house:v2/target"
               drafter: str = "house:v2/eagle3") -> list[dict]:
     """Rows from one ``completer tune --backend vllm`` result (its JSON): one per configuration measured, with the
     requests' shape (``editor``: lines typed in held-out files, planned as the server plans them; ``fixed``:
-    fill-in-the-middle completions of ``max_new_tokens``) and ``rule``, how that tune judged greedy identity."""
+    fill-in-the-middle completions of ``max_new_tokens``) and ``rule``, how that tune judged greedy identity. A
+    tune of several shapes on the same engines (``--requests editor,fixed``) gives rows for each."""
+    if "by_requests" in tune:
+        one = {k: v for k, v in tune.items() if k != "by_requests"}
+        return [row for shape, part in tune["by_requests"].items()
+                for row in tune_rows({**one, **part, "requests": shape}, source, rule, model, drafter)]
     none = tune["table"]["none"]
     rows = []
     for config, r in tune["table"].items():

@@ -404,14 +404,15 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
     gpu = device.type == "cuda"
     tc = target.config
     ids = [int(x) for x in args.aux_layers.split(",")] if args.aux_layers else None
-    cfg = DFlashConfig.for_target(tc, mask_token(tok), layers=args.layers, target_layer_ids=ids,
-                                  block_size=args.block, causal=args.causal)
+    drafter = DFlashDrafter.load(out, device=device) if args.report_only else None      # the one to report on
+    cfg = drafter.config if drafter else DFlashConfig.for_target(tc, mask_token(tok), layers=args.layers,
+                                                                 target_layer_ids=ids, block_size=args.block,
+                                                                 causal=args.causal)
     print(f"DFlash drafter: {cfg.num_hidden_layers} layers, target layers {cfg.target_layer_ids}, block "
           f"{cfg.block_size} (k={cfg.block_size - 1}), mask id {cfg.mask_token_id}, "
           f"{'causal' if cfg.causal else 'bidirectional'} block", flush=True)
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if gpu else torch.autocast("cpu", enabled=False)
     if args.report_only:
-        drafter = DFlashDrafter.load(out, device=device)
         meta = json.loads((out / "train_meta.json").read_text()) if (out / "train_meta.json").is_file() else {}
         return _report(drafter, target, tok, eos, args.n_eval, args, tc, device, amp, out, meta, t0)
     n_seq = args.sequences or (4000 if gpu else 200)

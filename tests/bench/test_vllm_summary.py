@@ -35,3 +35,14 @@ def test_adding_a_run_again_replaces_its_rows_and_keeps_the_others(tmp_path):
     rows = json.loads(summary.read_text())
     assert len(rows) == 3 and rows[0]["scale"] == "7b-shape"
     assert rows[1]["speedup_vs_none"] == 1.3 and rows[1]["engines"] == "side by side"
+
+
+def test_a_tune_of_two_request_shapes_gives_rows_for_each():
+    editor, fixed = _tune("none", 90.0), _tune("eagle3 k=2", 130.0)
+    both = {**editor, "requests": "editor", "chosen_on": "editor",
+            "by_requests": {"editor": {"prompts": 32, "winner": "none", "table": editor["table"]},
+                            "fixed": {"prompts": 24, "winner": "eagle3 k=2", "table": fixed["table"]}}}
+    rows = tune_rows(both, "run/tune.json", "first round")
+    assert [(r["requests"], r["method"], r["prompts"], r["chosen_by_tune"]) for r in rows] == [
+        ("editor", "eagle3", 32, False), ("editor", "none", 32, True),
+        ("fixed", "eagle3", 24, True), ("fixed", "none", 24, False)]

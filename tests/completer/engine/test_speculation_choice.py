@@ -85,3 +85,24 @@ def test_tune_saves_what_an_auto_engine_then_runs(cache, tiny_pair, capsys):
         assert "completer tune" in engine.speculation_choice
     finally:
         asyncio.run(engine.close())
+
+
+def test_tune_measures_editor_and_fixed_requests_on_the_same_engines(cache, tiny_pair, capsys, tmp_path):
+    """--requests editor,fixed: one set of engines and rounds, a table and a best configuration per shape (on
+    vLLM engine starts are the cost); the saved choice is the first shape's."""
+    target, draft = map(str, tiny_pair)
+    out = tmp_path / "t.json"
+    assert tune_main(["--model", target, "--draft", draft, "--device", "cpu", "--ks", "2", "--only", "ngram k=2",
+                      "--n", "2", "--max-new-tokens", "8", "--min-gain", "0.01", "--rounds", "2",
+                      "--requests", "editor,fixed", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert result["requests"] == result["chosen_on"] == "editor" and set(result["by_requests"]) == {"editor", "fixed"}
+    assert result["table"] == result["by_requests"]["editor"]["table"]
+    assert result["winner"] == result["by_requests"]["editor"]["winner"]
+    fixed = result["by_requests"]["fixed"]["table"]
+    assert set(fixed) == {"none", "ngram k=2"} and all(r["rounds"] == 2 for r in fixed.values())
+    assert result["by_requests"]["fixed"]["max_new_tokens"] == 8
+    assert "fixed requests" in printed and "editor requests (the choice is made on these)" in printed
+    with pytest.raises(SystemExit):
+        tune_main(["--requests", "editor,blocks", "--n", "1"])
