@@ -273,20 +273,49 @@ def batch_block_logits(drafter: DFlashDrafter, target, seqs: list[torch.Tensor],
                        block: int) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`block_logits` of several sequences in one target forward and one drafter forward: ``anchors``
     [B, N] (N blocks in each of the B sequences), logits [B*N*block, V] and labels in that order. The sequences
-    are right-padded to the longest; a block sees only context before its anchor, so never the padding."""
+    are right-padded to the longest; a block sees only context before its anchor, so never the padding.
+
+    The labels are the target's own greedy chain from each anchor (:func:`chain_labels`), which is what vLLM
+    verifies the drafts against, whatever text the sequence holds after the anchor."""
     c = drafter.config
     T = max(len(s) for s in seqs)
     padded = torch.zeros(len(seqs), T, dtype=seqs[0].dtype, device=seqs[0].device)
     for b, s in enumerate(seqs):
         padded[b, : len(s)] = s
     with torch.no_grad():
-        feats, _ = target_features(target, padded, c.aux_layer_ids)                   # [B, T, n*H]
+        feats, logits = target_features(target, padded, c.aux_layer_ids)              # [B, T, n*H], [B, T, V]
+        labels = chain_labels(padded, logits.argmax(-1), torch.tensor([len(s) for s in seqs], device=padded.device),
+                              anchors, block)                                           # [B, N*block]
     parts = [blocks(s, a, block, c.mask_token_id) for s, a in zip(seqs, anchors)]
-    ids, pos, labels = (torch.stack([p[i] for p in parts]) for i in range(3))          # [B, N*block] each
+    ids, pos = (torch.stack([p[i] for p in parts]) for i in range(2))                  # [B, N*block] each
     mask = torch.stack([block_mask(a, T, block, c.causal) for a in anchors])           # [B, N*block, T + N*block]
     embed = target.model.embed_tokens.weight
     h = drafter(embed, feats.to(drafter.fc.weight.dtype), ids, pos.clamp(max=c.max_position_embeddings - 1), mask)
     return F.linear(h.reshape(-1, h.shape[-1]), embed), labels.reshape(-1)
+
+
+def chain_labels(ids: torch.Tensor, pred: torch.Tensor, lengths: torch.Tensor, anchors: torch.Tensor,
+                 block: int) -> torch.Tensor:
+    """[B, N*block] labels of the blocks at ``anchors`` [B, N] of the sequences ``ids`` [B, T] (``lengths`` [B] of
+    them real): offset i >= 1 of the block at P is the target's greedy token at P + i, ``pred[P + i - 1]`` (``pred``
+    [B, T]: its argmax after each position), where the sequence up to P + i - 1 is the target's own chain from P
+    (``ids[P + j] == pred[P + j - 1]`` for 1 <= j < i: only then is ``pred[P + i - 1]`` what it would generate);
+    -100 elsewhere and at offset 0. On the target's greedy continuations every offset has its label; on any text
+    (a corpus window) those where the text goes where the target would, so a corpus trains the drafter without
+    generating continuations first."""
+    B, T = ids.shape
+    off = torch.arange(block, device=ids.device)
+    at = anchors[:, :, None] + off                                                       # [B, N, block]: P + i
+    prev = (at - 1).clamp(0, T - 1)
+    label = pred.gather(1, prev.flatten(1)).view_as(at)                                # pred[P + i - 1]
+    follows = torch.zeros_like(ids, dtype=torch.bool)
+    follows[:, 1:] = ids[:, 1:] == pred[:, :-1]                                          # token t is the target's
+    f = follows.gather(1, at.clamp(max=T - 1).flatten(1)).view_as(at)                   # at P + j
+    f[:, :, 0] = True
+    chain = torch.cumprod(f.long(), -1).roll(1, -1).bool()                              # all of j = 1 .. i-1
+    chain[:, :, 0] = False                                                               # offset 0: no label
+    chain &= at - 1 < lengths[:, None, None]                                            # pred[P + i - 1] is real
+    return torch.where(chain, label, torch.full_like(label, -100)).flatten(1)
 
 
 OFFSET_DECAY = 0.8           # later drafts count less: they are only used when the earlier ones were accepted
@@ -387,18 +416,70 @@ def greedy_batch(target, prompts: list[list[int]], n: int, eos: int | None) -> l
     return [c[: c.index(eos) + 1] if eos is not None and eos in c else c for c in conts]
 
 
+def text_windows(texts: list[str], tok, args, tc, cfg: DFlashConfig, device) -> list[tuple[torch.Tensor, int]]:
+    """``--dflash-data text``: the corpus as FIM samples packed into windows (as the EAGLE-3 trainer and the
+    target's own training see it), blocks anchored anywhere in them, labelled with the target's chain
+    (:func:`chain_labels`): no continuations to generate, so the whole corpus is there to learn from."""
+    import numpy as np
+
+    from .fim import encode_samples, pack
+
+    seq_len = min(args.seq_len or (1024 if device.type == "cuda" else 256),
+                  tc.max_position_embeddings - cfg.block_size - 1)
+    try:
+        stream = encode_samples(texts, tok, seed=args.seed)
+    except KeyError as e:
+        raise SystemExit(f"completer train-drafter: the target's tokenizer lacks the FIM token {e}")
+    data = torch.from_numpy(pack(stream, seq_len - 1).astype(np.int64)).to(device)      # [N, seq_len]
+    if len(data) == 0:
+        raise SystemExit(f"completer train-drafter: {len(stream)} corpus tokens do not fill one {seq_len}-token window")
+    return [(w, 0) for w in data]
+
+
+def continuations(texts: list[str], tok, args, tc, cfg: DFlashConfig, target, eos: int | None, device, amp,
+                  rng) -> list[tuple[torch.Tensor, int]]:
+    """``--dflash-data continuations``: FIM prompts from the corpus, each followed by the target's greedy
+    continuation (``--gen-tokens``), blocks anchored in the continuation."""
+    import sys
+
+    from tqdm import tqdm
+
+    from .drafter import _fim_prompts, greedy_continuation
+
+    n_seq = args.sequences or (4000 if device.type == "cuda" else 200)
+    max_len = min(900, tc.max_position_embeddings - args.gen_tokens - cfg.block_size - 1)   # as the report's prompts
+    prompts = _fim_prompts(tok, texts, n_seq, rng, max_len, keep=0.6)   # more prompts per MB than a report needs
+    if not prompts:
+        raise SystemExit("completer train-drafter: no FIM prompts in the corpus")
+    seqs = []
+    with amp, torch.no_grad():
+        if device.type == "cuda":   # batches of similar length: a 10M target is all launch overhead
+            bar = tqdm(total=len(prompts), desc="target's greedy continuations", unit="prompt", file=sys.stdout,
+                       mininterval=10)
+            for group in length_buckets(prompts, args.gen_batch):
+                for p, cont in zip(group, greedy_batch(target, group, args.gen_tokens, eos)):
+                    if len(cont) >= 2:
+                        seqs.append((torch.tensor(p + cont, device=device), len(p)))
+                bar.update(len(group))
+            bar.close()
+        else:
+            for p in tqdm(prompts, desc="target's greedy continuations", unit="prompt", file=sys.stdout,
+                          mininterval=10):
+                cont = greedy_continuation(target, p, args.gen_tokens, eos, device)
+                if len(cont) >= 2:
+                    seqs.append((torch.tensor(p + cont, device=device), len(p)))
+    return seqs
+
+
 def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv: list[str]) -> int:
     """``completer train-drafter --method dflash``: greedy continuations of FIM prompts from the corpus (the
     target's own output, which the drafts are verified against), then blocks of ``--block`` at random anchors in
     them for ``--minutes``; saves the drafter, then the held-out report."""
     import platform
     import random
-    import sys
     import time
 
-    from tqdm import tqdm
-
-    from .drafter import _fim_prompts, _report, greedy_continuation, set_lr, time_bar
+    from .drafter import _report, set_lr, time_bar
     from .train import corpus_texts
 
     gpu = device.type == "cuda"
@@ -415,35 +496,17 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
     if args.report_only:
         meta = json.loads((out / "train_meta.json").read_text()) if (out / "train_meta.json").is_file() else {}
         return _report(drafter, target, tok, eos, args.n_eval, args, tc, device, amp, out, meta, t0)
-    n_seq = args.sequences or (4000 if gpu else 200)
-    max_len = min(900, tc.max_position_embeddings - args.gen_tokens - cfg.block_size - 1)   # as the report's prompts
     try:
         texts = corpus_texts(args.corpus, int((args.corpus_mb or (60 if gpu else 5)) * 1e6))
     except OSError as e:
         raise SystemExit(f"completer train-drafter: cannot read the corpus: {e}")
     rng = random.Random(args.seed)
     rng.shuffle(texts)
-    prompts = _fim_prompts(tok, texts, n_seq, rng, max_len, keep=0.6)   # more prompts per MB than a report needs
-    if not prompts:
-        raise SystemExit("completer train-drafter: no FIM prompts in the corpus")
-    seqs = []
-    with amp, torch.no_grad():
-        if gpu:   # batches of similar length, each one forward per token (a 10M target is all launch overhead)
-            bar = tqdm(total=len(prompts), desc="target's greedy continuations", unit="prompt", file=sys.stdout,
-                       mininterval=10)
-            for group in length_buckets(prompts, args.gen_batch):
-                for p, cont in zip(group, greedy_batch(target, group, args.gen_tokens, eos)):
-                    if len(cont) >= 2:
-                        seqs.append((torch.tensor(p + cont, device=device), len(p)))
-                bar.update(len(group))
-            bar.close()
-        else:     # one prompt at a time with the KV cache: on a CPU the full forwards would cost more
-            for p in tqdm(prompts, desc="target's greedy continuations", unit="prompt", file=sys.stdout,
-                          mininterval=10):
-                cont = greedy_continuation(target, p, args.gen_tokens, eos, device)
-                if len(cont) >= 2:
-                    seqs.append((torch.tensor(p + cont, device=device), len(p)))
-    print(f"{len(seqs)} sequences, {sum(len(s) - n for s, n in seqs)} continuation tokens "
+    if args.dflash_data == "text":
+        seqs = text_windows(texts, tok, args, tc, cfg, device)
+    else:
+        seqs = continuations(texts, tok, args, tc, cfg, target, eos, device, amp, rng)
+    print(f"{len(seqs)} sequences, {sum(len(s) - n for s, n in seqs)} tokens to anchor blocks in "
           f"({time.time() - t0:.0f}s)", flush=True)
     drafter = DFlashDrafter(cfg).to(device)
     g = torch.Generator().manual_seed(args.seed)
@@ -477,7 +540,9 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
     meta = {"command": "completer train-drafter " + " ".join(argv), "method": "dflash", "target": args.target,
             "device": torch.cuda.get_device_name(0) if gpu else platform.processor() or "cpu",
             "torch": torch.__version__, "config": cfg.to_hf(), "steps": step, "batch": batch, "anchors": anchors,
-            "sequences": len(seqs), "gen_tokens": args.gen_tokens, "loss_first": losses[0] if losses else None,
+            "data": args.dflash_data, "sequences": len(seqs),
+            **({"gen_tokens": args.gen_tokens} if args.dflash_data == "continuations" else
+               {"seq_len": len(seqs[0][0]), "train_tokens": len(seqs) * len(seqs[0][0])}), "loss_first": losses[0] if losses else None,
             "loss_last": losses[-1] if losses else None, "train_top1_per_offset": agree,
             "params": sum(p.numel() for p in drafter.parameters()), "seconds_training": time.time() - start}
     drafter.save(out, meta)

@@ -518,8 +518,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, default=2, help="dflash: drafter layers")
     ap.add_argument("--block", type=int, default=5, help="dflash: block length trained = k + 1 for the k served")
     ap.add_argument("--causal", action="store_true", help="dflash: causal attention inside the block")
-    ap.add_argument("--sequences", type=int, default=None, help="dflash: FIM prompts the target continues "
-                    "greedily for training (default 4000 GPU / 200 CPU)")
+    ap.add_argument("--dflash-data", choices=("text", "continuations"), default="text", help="dflash: train on "
+                    "corpus windows, each block labelled with the target's own greedy chain where the text follows "
+                    "it (text), or on the target's greedy continuations of FIM prompts, generated first "
+                    "(continuations: --sequences, --gen-tokens)")
+    ap.add_argument("--sequences", type=int, default=None, help="dflash continuations: FIM prompts the target "
+                    "continues greedily for training (default 4000 GPU / 200 CPU)")
     ap.add_argument("--gen-tokens", type=int, default=64, help="dflash: greedy target tokens per training prompt")
     ap.add_argument("--anchors", type=int, default=None, help="dflash: blocks per sequence per step (32 GPU / 16 CPU)")
     ap.add_argument("--gen-batch", type=int, default=64, help="dflash on a GPU: prompts continued together")

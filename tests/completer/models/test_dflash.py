@@ -135,10 +135,11 @@ def test_training_fits_the_targets_greedy_continuation_and_the_report_counts_it(
     assert after["expected_tokens_per_step"]["3"] > 2.5
 
 
-def test_train_drafter_method_dflash_for_the_packed_house_v2_target(tmp_path):
-    """`completer train-drafter --method dflash`: the target's greedy continuations of FIM prompts from a corpus
-    archive, a few steps, the checkpoint vLLM's DFlash loader takes (mask token <|fim_pad|>), then the held-out
-    report per draft position of the trained block."""
+@pytest.mark.parametrize("data", ["text", "continuations"])
+def test_train_drafter_method_dflash_for_the_packed_house_v2_target(tmp_path, data):
+    """`completer train-drafter --method dflash`: windows of a corpus archive (or the target's greedy
+    continuations of FIM prompts from it), a few steps, the checkpoint vLLM's DFlash loader takes (mask token
+    <|fim_pad|>), then the held-out report per draft position of the trained block."""
     from completer.cli import main
     from completer.models import corpus
 
@@ -148,14 +149,18 @@ def test_train_drafter_method_dflash_for_the_packed_house_v2_target(tmp_path):
                           for lang, text in src.items() for i in range(12)], tmp_path / "train.jsonl.xz")
     out = tmp_path / "dflash"
     assert main(["train-drafter", "--method", "dflash", "--target", "house:v2/target", "--out", str(out),
-                 "--device", "cpu", "--corpus", str(tmp_path / "train.jsonl.xz"), "--sequences", "3",
-                 "--gen-tokens", "8", "--max-steps", "2", "--batch", "2", "--anchors", "4", "--block", "4",
-                 "--eval-prompts", "2", "--eval-tokens", "6"]) == 0
+                 "--device", "cpu", "--corpus", str(tmp_path / "train.jsonl.xz"), "--dflash-data", data,
+                 "--sequences", "3", "--gen-tokens", "8", "--seq-len", "64", "--max-steps", "2", "--batch", "2",
+                 "--anchors", "4", "--block", "4", "--eval-prompts", "2", "--eval-tokens", "6"]) == 0
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["architectures"] == ["DFlashDraftModel"] and cfg["dflash_config"]["mask_token_id"] == 4
     assert cfg["dflash_config"]["target_layer_ids"] == [1, 3, 7] and cfg["hidden_size"] == 320
     meta = json.loads((out / "train_meta.json").read_text())
-    assert meta["method"] == "dflash" and meta["steps"] == 2 and meta["sequences"] == 3
+    assert meta["method"] == "dflash" and meta["steps"] == 2 and meta["data"] == data
+    if data == "continuations":
+        assert meta["sequences"] == 3 and meta["gen_tokens"] == 8
+    else:                                  # every 64-token window of the corpus's FIM samples
+        assert meta["seq_len"] == 64 and meta["train_tokens"] == 64 * meta["sequences"] > 1000
     report = meta["heldout"]
     assert len(report["acceptance_per_position"]) == 3 and report["drafted_per_position"][0] > 0
     assert all(a <= d for a, d in zip(report["accepted_per_position"], report["drafted_per_position"]))
@@ -193,3 +198,15 @@ def test_a_batch_of_sequences_in_one_forward_equals_each_sequence_alone(causal):
         alone = [block_logits(d, t, s, a, 4) for s, a in zip(seqs, anchors)]
     assert torch.allclose(logits, torch.cat([x for x, _ in alone]), atol=1e-5)
     assert torch.equal(labels, torch.cat([y for _, y in alone]))
+
+
+def test_labels_are_the_targets_own_chain_from_each_anchor():
+    """Offset i of the block at P is labelled with the target's token at P+i only while the sequence between is
+    what the target would have generated (its chain from P); never past the sequence's real end."""
+    from completer.models.dflash import chain_labels
+
+    pred = torch.tensor([[10, 11, 12, 13, 14, 15, 16, 17]] * 2)       # the target's argmax after each position
+    ids = torch.tensor([[0, 10, 11, 99, 13, 14, 15, 16]] * 2)           # position 3 leaves the target's chain
+    got = chain_labels(ids, pred, torch.tensor([8, 7]), torch.tensor([[0, 2, 6], [5, 0, 2]]), 4)
+    assert got[0].view(3, 4).tolist() == [[-100, 10, 11, 12], [-100, 12, -100, -100], [-100, 16, 17, -100]]
+    assert got[1].view(3, 4).tolist() == [[-100, 15, 16, -100], [-100, 10, 11, 12], [-100, 12, -100, -100]]
