@@ -24,6 +24,9 @@ Stages (run in the order given, each skipped when less than its estimate is left
 - ``house-none`` / ``house-eagle3-k2`` (issue 15): the house target, no speculation / the shipped EAGLE-3 drafter at
   k=2, replay over websockets on a warmed engine; ``kill9`` after ``house-eagle3-k2``: SIGKILL of the engine-core
   process while a completion is generating: what the client gets and when, and when a completion succeeds again.
+- ``house-v2-none`` / ``house-v2-auto`` (issue 15): the same replay on house v2 (the default pair), no speculation /
+  ``speculation="auto"``: what ``completer tune`` saved for it on this machine (run tune first in the same call, with
+  the same ``COMPLETER_TUNE_DIR``); vLLM's start lines in the server log show the speculative config it ran.
 
     python bench/vllm/lsp_device.py --out /tmp/res --stages lsp-7b-bf16,lsp-7b-fp8,dummy --deadline-s 560
 
@@ -59,7 +62,8 @@ GPU_UTIL = 0.4
 # initializationOptions of every replay (the replay's own base options: maxTokens 32, debounce 30 ms)
 REPLAYS = {"full": {"earlyAnswer": False}, "first-line": {"earlyAnswer": True}}
 ESTIMATE_S = {"lsp-7b-bf16": 200, "lsp-7b-fp8": 200, "dummy": 200, "load": 150, "house-none": 110,
-              "house-eagle3-k2": 110, "kill9": 60, "heal-repro": 100, "lines-7b-bf16": 170, "lines-7b-fp8": 170}
+              "house-eagle3-k2": 110, "kill9": 60, "heal-repro": 100, "lines-7b-bf16": 170, "lines-7b-fp8": 170,
+              "house-v2-none": 110, "house-v2-auto": 110}
 WARM_DOC = "import os\n\n\ndef read_config(path):\n    with open(path) as f:\n        \n"
 
 
@@ -75,6 +79,9 @@ def engine_for(stage: str) -> dict:
     if stage == "house-eagle3-k2":
         return {"backend": "vllm", "model": "house:target", "speculation": "eagle3", "drafter": "house:eagle3",
                 "num_speculative_tokens": 2, "gpu_memory_utilization": GPU_UTIL}
+    if stage in ("house-v2-none", "house-v2-auto"):   # auto: what `completer tune` saved for it (COMPLETER_TUNE_DIR)
+        return {"backend": "vllm", "model": "house:v2/target", "speculation": stage.rpartition("-")[2],
+                "gpu_memory_utilization": GPU_UTIL}
     raise ValueError(stage)
 
 
