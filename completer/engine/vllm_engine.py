@@ -28,7 +28,7 @@ from typing import Any, AsyncIterator
 from .. import healing
 from ..models import resolve_model
 from ..prompt import template_for_model
-from .base import Chunk, Counters, EngineError, Request, RequestError, apply_stop, check_prompt, open_model
+from .base import Chunk, Counters, EngineError, Request, RequestError, apply_stop, check_prompt, held_back, open_model
 from .choice import resolve as resolve_speculation
 from .config import EngineConfig
 
@@ -195,6 +195,24 @@ def sampling_kwargs(request: Request) -> dict:
     return kw
 
 
+def race_safe(request: Request) -> bool:
+    """Whether a healed request may be served by one unconstrained request whose output starts with the re-typed
+    characters (``VLLMEngine._heal_race``): greedy (then its first tokens, when allowed, are the constrained
+    steps' own), and no stop string that could match where the re-typed characters are (vLLM checks stops on the
+    whole output; after healing's own requests the main one sees only what follows them)."""
+    heal = request.heal
+    return request.temperature == 0 and not any(s and s in heal for s in request.stop) and \
+        held_back(heal, request.stop) == 0
+
+
+async def _after(first: Any, stream: Any) -> AsyncIterator[Any]:
+    """``first`` (when not None, an output already read from ``stream``), then the rest of ``stream``."""
+    if first is not None:
+        yield first
+    async for out in stream:
+        yield out
+
+
 def merge_spec_stats(counters: Counters, stats: Any) -> None:
     """Add one engine step's ``vllm.v1.spec_decode.metrics.SpecDecodingStats`` (summed over the step's requests)
     to ``counters``. Reads only plain attributes so it is testable without vLLM."""
@@ -243,6 +261,8 @@ class VLLMEngine:
     max_allowed_ids: int | None = V2_MAX_ALLOWED_TOKEN_IDS   # the most allowed_token_ids one request may carry
     # (None: no limit); set at start from the model runner vLLM chose
     _heal_unconstrained = 0          # healing steps served unconstrained because their allowed set was too large
+    _heal_raced = 0                  # healed requests whose own first tokens re-typed the text (no healing request)
+    heal_race = True                 # race the main request against the first healing step (``_heal_race``)
     _prompt = staticmethod(token_input)   # vllm.inputs.tokens_input once vLLM is imported
 
     def __init__(self, config: EngineConfig, **engine_overrides: Any) -> None:
@@ -307,7 +327,8 @@ class VLLMEngine:
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
     def counters(self) -> dict:
-        return {**self._counters.snapshot(), "heal_unconstrained": self._heal_unconstrained}
+        return {**self._counters.snapshot(), "heal_unconstrained": self._heal_unconstrained,
+                "heal_raced": self._heal_raced}
 
     @functools.cached_property
     def prompt_template(self) -> str:
@@ -329,34 +350,41 @@ class VLLMEngine:
             c.requests_finished += 1
             yield Chunk(rid, finished=True, finish_reason="length")
             return
-        if request.heal:                                # token healing: constrained steps first, then the rest
+        stream, first = None, None
+        if request.heal:                                # token healing
             try:
-                heal_ids, extra, tail = await self._heal(request, ids)
+                raced = await self._heal_race(request, ids) if self.heal_race and race_safe(request) else None
+                if isinstance(raced, tuple):            # the main request's own first tokens healed the prompt
+                    stream, first = raced
+                else:                                   # constrained steps (the first perhaps taken), then the rest
+                    heal_ids, extra, tail = await self._heal(request, ids, first_step=raced)
             except (asyncio.CancelledError, GeneratorExit):
                 c.requests_aborted += 1                 # started, so it must end as finished or aborted (the
                 raise                                   # 50-client load left 2741 of 3844 counted as running)
             except Exception as e:                      # vLLM refused a healing step, or failed
                 c.requests_aborted += 1
                 raise request_failure(e) from e
-            ids, c.generated_tokens = ids + heal_ids + tail, c.generated_tokens + len(heal_ids)
-            extra, stopped = apply_stop(extra, request.stop)
-            left = request.max_new_tokens - len(heal_ids)
-            if stopped or left <= 0:
-                c.requests_finished += 1
-                yield Chunk(rid, extra, tuple(heal_ids), True, "stop" if stopped else "length")
-                return
-            if extra or heal_ids:
-                yield Chunk(rid, extra, tuple(heal_ids))
-            request = dataclasses.replace(request, max_new_tokens=left, heal="")
-        params = self._SamplingParams(**sampling_kwargs(request), output_kind=self._DELTA)
+            if stream is None:
+                ids, c.generated_tokens = ids + heal_ids + tail, c.generated_tokens + len(heal_ids)
+                extra, stopped = apply_stop(extra, request.stop)
+                left = request.max_new_tokens - len(heal_ids)
+                if stopped or left <= 0:
+                    c.requests_finished += 1
+                    yield Chunk(rid, extra, tuple(heal_ids), True, "stop" if stopped else "length")
+                    return
+                if extra or heal_ids:
+                    yield Chunk(rid, extra, tuple(heal_ids))
+                request = dataclasses.replace(request, max_new_tokens=left, heal="")
+        if stream is None:
+            params = self._SamplingParams(**sampling_kwargs(request), output_kind=self._DELTA)
+            stream = self.llm.generate(self._prompt(prompt_token_ids=ids), params, rid)
         self._active.add(rid)
-        generated, done, first = 0, False, True
-        stream = self.llm.generate(self._prompt(prompt_token_ids=ids), params, rid)
+        generated, done, seen = 0, False, False
         try:
-            async for out in stream:
-                if first and out.num_cached_tokens:
+            async for out in _after(first, stream):
+                if not seen and out.num_cached_tokens:
                     c.cached_prompt_tokens += out.num_cached_tokens
-                first = False
+                seen = True
                 o = out.outputs[0]
                 new = tuple(o.token_ids)
                 generated += len(new)
@@ -388,7 +416,60 @@ class VLLMEngine:
             self._active.discard(rid)
             await stream.aclose()                   # vLLM's generator aborts its request if it is still running
 
-    async def _heal(self, request: Request, ids: list[int]) -> tuple[list[int], str, list[int]]:
+    async def _heal_race(self, request: Request, ids: list[int]):
+        """Token healing without a request of its own when the model agrees with what was typed: the main request
+        starts unconstrained from the backed-up prompt and, beside it in the same engine steps, the first
+        constrained healing step. When the main request's first tokens re-type the removed characters, each one in
+        its step's allowed set, they are the tokens the constrained steps pick (greedy: the argmax over the whole
+        vocabulary, when allowed, is the argmax over the allowed set), so it goes on as the answer, its first
+        output's text without the re-typed characters: returns (its stream, that output). Otherwise it is
+        aborted and the constrained step's token is returned (``int``; healing goes on from it as in
+        :meth:`_heal`), or None when no step could be raced (an allowed set the model runner cannot take)."""
+        allowed = healing.allowed_tokens(self.tokenizer, request.heal, self.n_vocab)
+        if not allowed or (self.max_allowed_ids is not None and len(allowed) > self.max_allowed_ids):
+            return None
+        rid, c = request.request_id, self._counters
+        step = self.llm.generate(self._prompt(prompt_token_ids=ids), self._SamplingParams(
+            **dict(sampling_kwargs(request), max_tokens=1, stop=[]), allowed_token_ids=list(allowed),
+            output_kind=self._DELTA), f"{rid}#heal0")
+        main = self.llm.generate(self._prompt(prompt_token_ids=ids), self._SamplingParams(
+            **sampling_kwargs(request), output_kind=self._DELTA), rid)
+        self._active.add(rid)
+        kept, step_done = False, False
+        try:
+            first = await anext(main, None)
+            o = first.outputs[0] if first is not None else None
+            toks = list(o.token_ids) if o is not None else []
+            left, text, n = request.heal, "", 0
+            for t in toks:                          # the healing steps these tokens answer, while they do
+                if t not in healing.allowed_tokens(self.tokenizer, left, self.n_vocab):
+                    break
+                piece = self.tokenizer.decode([t], skip_special_tokens=False)
+                text, left, n = text + piece, healing.advance(left, piece), n + 1
+                if not left:
+                    break
+            if n and not left and o.text.startswith(request.heal):   # (vLLM's text: cut at a stop, if any)
+                o.text = o.text[len(request.heal):]
+                kept = True
+                self._heal_raced += 1
+                return main, first
+            c.wasted_tokens += len(toks)
+            got: list[int] = []
+            async for out in step:                  # computed beside the main request's first step
+                got.extend(out.outputs[0].token_ids)
+            step_done = True
+            return got[0] if got else None
+        finally:
+            if not kept:
+                self._active.discard(rid)
+                await self.llm.abort(rid)
+                await main.aclose()
+            if not step_done:
+                await self.llm.abort(f"{rid}#heal0")    # finished by now, or of no use
+            await step.aclose()
+
+    async def _heal(self, request: Request, ids: list[int],
+                    first_step: int | None = None) -> tuple[list[int], str, list[int]]:
         """Token healing on vLLM: (the healing token ids, the text they add after ``request.heal``, prompt ids to
         append after them). vLLM's ``allowed_token_ids`` holds for a whole request, so each constrained step is a
         one-token request of its own (usually one or two; prefix caching makes their prefills nearly free).
@@ -396,8 +477,12 @@ class VLLMEngine:
         A step whose allowed set is larger than the model runner takes (``max_allowed_ids``) is not constrained:
         healing stops there and the characters still to re-type go back into the prompt as plain tokens (the
         prompt as it was before healing backed it up), so the request is served as without healing rather than
-        sent to vLLM, whose engine core would die on it."""
+        sent to vLLM, whose engine core would die on it. ``first_step``: the first step's token when
+        :meth:`_heal_race` has it already."""
         left, new, text = request.heal, [], ""
+        if first_step is not None:                  # the first step's token, taken already (``_heal_race``)
+            piece = self.tokenizer.decode([first_step], skip_special_tokens=False)
+            new, text, left = [first_step], piece, healing.advance(left, piece)
         while left and len(new) < request.max_new_tokens:
             allowed = healing.allowed_tokens(self.tokenizer, left, self.n_vocab)   # ids past the model's
             # vocabulary would fail inside vLLM's engine core (it checks them against the tokenizer's length only)

@@ -51,3 +51,23 @@ async def test_prompts_reach_vllm_in_its_processed_form(make_engine):
     finally:
         await engine.close()
     assert seen and all(isinstance(p, dict) and p.get("type") == "token" for p in seen), seen
+
+
+async def test_raced_healing_answers_as_the_healing_requests_do(make_engine):
+    """Healing raced against the main request (the default) and healing by constrained requests first: the same
+    tokens and text for every healed prompt; at least one answered by the main request's own first token."""
+    engine = make_engine(speculation="none")
+    try:
+        got = {}
+        for race in (False, True):
+            engine.heal_race = race
+            for i, p in enumerate(contract.HEAL_PROMPTS):
+                heal = healing.heal_point(p, engine.tokenizer)
+                req = Request(f"race{race}-{i}", p[: len(p) - len(heal)], max_new_tokens=12, heal=heal)
+                got.setdefault(i, []).append(await contract.collect(engine, req))
+        raced = engine.counters()["heal_raced"]
+    finally:
+        await engine.close()
+    for i, (plain, fast) in got.items():
+        assert plain[:2] == fast[:2], f"prompt {i}: {plain} vs raced {fast}"
+    assert raced >= 1

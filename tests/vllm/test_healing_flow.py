@@ -3,7 +3,9 @@
 The GPU contract test (tests/vllm/test_contract.py::test_token_healing) checks the real engine; this one runs
 everywhere and checks what the backend asks vLLM for: one one-token request per healing step with
 ``allowed_token_ids`` from ``completer.healing``, then the main request from prompt + healing tokens with the
-remaining budget, and the text the healing tokens add past the re-typed characters streamed first.
+remaining budget, and the text the healing tokens add past the re-typed characters streamed first; and, racing
+(the default), the main request started unconstrained beside the first healing step, kept when its own first
+tokens re-type the text.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ class FakeLLM:
     """Plays back ``script[request_id]`` (token ids) as one finished DELTA output; records each call."""
 
     def __init__(self, tok, script: dict[str, list[int]]):
-        self.tok, self.script, self.calls = tok, script, []
+        self.tok, self.script, self.calls, self.aborted = tok, script, [], []
 
     def generate(self, prompt, params, rid):
         assert prompt["type"] == "token", prompt   # vLLM's processed input form, not the deprecated raw prompt
@@ -36,14 +38,17 @@ class FakeLLM:
         return stream()
 
     async def abort(self, rid):
-        pass
+        self.aborted.append(rid)
 
 
-def engine(tok, script) -> VLLMEngine:
+def engine(tok, script, race=False) -> VLLMEngine:
+    """The backend on a fake vLLM; ``race``: healing raced against the main request (the default in the backend;
+    the sequential flow, its fallback, is what most tests here check)."""
     e = object.__new__(VLLMEngine)
     e.tokenizer, e.llm, e.max_model_len = tok, FakeLLM(tok, script), 4096
     e._SamplingParams, e._DELTA = (lambda **kw: kw), "delta"
     e._counters, e._active, e._closed = Counters(), set(), False
+    e.heal_race = race
     return e
 
 
@@ -202,3 +207,84 @@ async def test_a_request_vllm_rejects_is_a_request_error_not_an_engine_failure(t
     assert not isinstance(got.value, RequestError)
     c = e.counters()
     assert c["requests_started"] == c["requests_aborted"] + c["requests_finished"]
+
+
+async def test_raced_healing_keeps_the_main_request_when_its_first_token_retypes_the_text(tok):
+    """The main request starts unconstrained beside the first healing step; its first token re-types "sel"
+    (an allowed token: the one the constrained step picks too), so it is the answer: no second request."""
+    select = tok.token_to_id("select")
+    rest = tok.encode("ed_items)", add_special_tokens=False).ids
+    e = engine(tok, {"r#heal0": [select], "r": [select] + rest}, race=True)
+    prompt = tok.encode("x = self.", add_special_tokens=False).ids
+    text, ids, last = await run(e, Request("r", prompt, max_new_tokens=8, heal="sel"))
+    assert text == "ected_items)" and ids == [select] + rest and last.finished
+    (hid, hprompt, hparams), (mid, mprompt, mparams) = e.llm.calls
+    assert hid == "r#heal0" and hparams["allowed_token_ids"] == list(healing.allowed_tokens(tok, "sel"))
+    assert mid == "r" and mprompt == prompt and mparams["max_tokens"] == 8 and "allowed_token_ids" not in mparams
+    assert "r#heal0" in e.llm.aborted and "r" not in e.llm.aborted
+    c = e.counters()
+    assert c["heal_raced"] == 1 and c["requests_finished"] == 1 and c["generated_tokens"] == len(ids)
+
+
+async def test_raced_healing_over_two_tokens_of_the_first_output(tok):
+    """Re-typing "\n        ret" takes two healing steps ("\n       " then " return"): both answered by the main
+    request's first output, so no healing request is waited for."""
+    heal = "\n        ret"
+    nl, ret = (tok.encode(t, add_special_tokens=False).ids for t in ("\n       ", " return"))
+    assert len(nl) == len(ret) == 1
+    rest = tok.encode(" x", add_special_tokens=False).ids
+    e = engine(tok, {"r#heal0": nl, "r": nl + ret + rest}, race=True)
+    text, ids, _ = await run(e, Request("r", [5, 6, 7], max_new_tokens=8, heal=heal))
+    assert text == "urn x" and ids == nl + ret + rest and [c[0] for c in e.llm.calls] == ["r#heal0", "r"]
+
+
+async def test_raced_healing_falls_back_to_the_constrained_token_when_the_model_disagrees(tok):
+    """The unconstrained first token does not re-type "sel": the main request is aborted, the constrained step's
+    token (already computed beside it) is taken without asking again, and the main request starts after it."""
+    select = tok.token_to_id("select")
+    rest = tok.encode("ed_items)", add_special_tokens=False).ids
+    e = engine(tok, {"r#heal0": [select], "r": rest}, race=True)
+    prompt = tok.encode("x = self.", add_special_tokens=False).ids
+    text, ids, last = await run(e, Request("r", prompt, max_new_tokens=8, heal="sel"))
+    assert text == "ected_items)" and ids == [select] + rest and last.finished
+    assert [c[0] for c in e.llm.calls] == ["r#heal0", "r", "r"]        # the step is not asked twice
+    assert e.llm.calls[2][1] == prompt + [select] and e.llm.calls[2][2]["max_tokens"] == 7
+    assert e.llm.aborted[0] == "r"
+    c = e.counters()
+    assert c["heal_raced"] == 0 and c["wasted_tokens"] == len(rest)
+    assert c["requests_started"] == c["requests_finished"] == 1
+
+
+@pytest.mark.parametrize("heal, stop, temperature, safe", [
+    ("sel", ("\n",), 0.0, True),
+    ("\n    ", ("\n",), 0.0, False),     # the re-typed newline would stop the unconstrained request at once
+    ("ab", ("b=",), 0.0, False),         # a stop that would start inside the re-typed text
+    ("sel", ("ct",), 0.0, True),         # "select": the stop matches after the re-typed text, as without racing
+    ("sel", (), 0.7, False),             # sampling: not raced
+])
+def test_which_healed_requests_race(heal, stop, temperature, safe):
+    from completer.engine.vllm_engine import race_safe
+
+    assert race_safe(Request("r", [1], max_new_tokens=4, heal=heal, stop=stop, temperature=temperature)) == safe
+
+
+async def test_a_stop_string_after_the_retyped_text_ends_a_raced_request(tok):
+    """vLLM checks stops on the whole output ("select" holds "ct" after "sel"): the same answer as the
+    sequential flow's, "e"."""
+    select = tok.token_to_id("select")
+
+    class Stopping(FakeLLM):
+        def generate(self, prompt, params, rid):
+            if rid == "r":                                      # as vLLM: cut before the stop, finished "stop"
+                self.calls.append((rid, list(prompt["prompt_token_ids"]), params))
+
+                async def stream():
+                    yield SimpleNamespace(num_cached_tokens=0, finished=True, outputs=[SimpleNamespace(
+                        token_ids=[select], text="sele", finish_reason="stop")])
+                return stream()
+            return super().generate(prompt, params, rid)
+
+    e = engine(tok, {"r#heal0": [select]}, race=True)
+    e.llm = Stopping(tok, {"r#heal0": [select]})
+    text, _, last = await run(e, Request("r", [5, 6, 7], max_new_tokens=8, heal="sel", stop=("ct",)))
+    assert text == "e" and last.finish_reason == "stop" and e.counters()["heal_raced"] == 1
