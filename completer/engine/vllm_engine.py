@@ -288,7 +288,7 @@ class VLLMEngine:
         self._SamplingParams = SamplingParams
         self._DELTA = RequestOutputKind.DELTA
         self._counters = Counters()
-        self._active: set[str] = set()
+        self._active: dict[str, str] = {}          # request id -> the id of its vLLM request now running
         self._closed = False
         log.info("starting vLLM AsyncLLM: %s", self.kwargs)
         try:
@@ -375,10 +375,11 @@ class VLLMEngine:
                 if extra or heal_ids:
                     yield Chunk(rid, extra, tuple(heal_ids))
                 request = dataclasses.replace(request, max_new_tokens=left, heal="")
+        vid = f"{rid}#race" if first is not None else rid     # vLLM's id of the request streaming the answer
         if stream is None:
             params = self._SamplingParams(**sampling_kwargs(request), output_kind=self._DELTA)
             stream = self.llm.generate(self._prompt(prompt_token_ids=ids), params, rid)
-        self._active.add(rid)
+        self._active[rid] = vid
         generated, done, seen = 0, False, False
         try:
             async for out in _after(first, stream):
@@ -406,14 +407,14 @@ class VLLMEngine:
                 done = True
                 c.requests_aborted += 1
                 c.wasted_tokens += generated
-                await self.llm.abort(rid)
+                await self.llm.abort(vid)
             raise
         except Exception as e:                        # vLLM rejected the request (its fault), or failed
             done = True
             c.requests_aborted += 1                   # started, so it ends as finished or aborted
             raise request_failure(e) from e
         finally:
-            self._active.discard(rid)
+            self._active.pop(rid, None)
             await stream.aclose()                   # vLLM's generator aborts its request if it is still running
 
     async def _heal_race(self, request: Request, ids: list[int]):
@@ -433,8 +434,8 @@ class VLLMEngine:
             **dict(sampling_kwargs(request), max_tokens=1, stop=[]), allowed_token_ids=list(allowed),
             output_kind=self._DELTA), f"{rid}#heal0")
         main = self.llm.generate(self._prompt(prompt_token_ids=ids), self._SamplingParams(
-            **sampling_kwargs(request), output_kind=self._DELTA), rid)
-        self._active.add(rid)
+            **sampling_kwargs(request), output_kind=self._DELTA), f"{rid}#race")   # its own id: never reused
+        self._active[rid] = f"{rid}#race"
         kept, step_done = False, False
         try:
             first = await anext(main, None)
@@ -461,8 +462,8 @@ class VLLMEngine:
             return got[0] if got else None
         finally:
             if not kept:
-                self._active.discard(rid)
-                await self.llm.abort(rid)
+                self._active.pop(rid, None)
+                await self.llm.abort(f"{rid}#race")
                 await main.aclose()
             if not step_done:
                 await self.llm.abort(f"{rid}#heal0")    # finished by now, or of no use
@@ -508,14 +509,14 @@ class VLLMEngine:
 
     async def abort(self, request_id: str) -> None:
         if request_id in self._active and not self._closed:
-            await self.llm.abort(request_id)        # generate() then ends with finish_reason "abort"
+            await self.llm.abort(self._active[request_id])        # generate() then ends with finish_reason "abort"
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         if self._active:
-            await self.llm.abort(list(self._active))
+            await self.llm.abort(list(self._active.values()))
         self.llm.shutdown()
         import atexit
 

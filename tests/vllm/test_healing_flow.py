@@ -47,7 +47,7 @@ def engine(tok, script, race=False) -> VLLMEngine:
     e = object.__new__(VLLMEngine)
     e.tokenizer, e.llm, e.max_model_len = tok, FakeLLM(tok, script), 4096
     e._SamplingParams, e._DELTA = (lambda **kw: kw), "delta"
-    e._counters, e._active, e._closed = Counters(), set(), False
+    e._counters, e._active, e._closed = Counters(), {}, False
     e.heal_race = race
     return e
 
@@ -214,14 +214,14 @@ async def test_raced_healing_keeps_the_main_request_when_its_first_token_retypes
     (an allowed token: the one the constrained step picks too), so it is the answer: no second request."""
     select = tok.token_to_id("select")
     rest = tok.encode("ed_items)", add_special_tokens=False).ids
-    e = engine(tok, {"r#heal0": [select], "r": [select] + rest}, race=True)
+    e = engine(tok, {"r#heal0": [select], "r#race": [select] + rest}, race=True)
     prompt = tok.encode("x = self.", add_special_tokens=False).ids
     text, ids, last = await run(e, Request("r", prompt, max_new_tokens=8, heal="sel"))
     assert text == "ected_items)" and ids == [select] + rest and last.finished
     (hid, hprompt, hparams), (mid, mprompt, mparams) = e.llm.calls
     assert hid == "r#heal0" and hparams["allowed_token_ids"] == list(healing.allowed_tokens(tok, "sel"))
-    assert mid == "r" and mprompt == prompt and mparams["max_tokens"] == 8 and "allowed_token_ids" not in mparams
-    assert "r#heal0" in e.llm.aborted and "r" not in e.llm.aborted
+    assert mid == "r#race" and mprompt == prompt and mparams["max_tokens"] == 8 and "allowed_token_ids" not in mparams
+    assert "r#heal0" in e.llm.aborted and "r#race" not in e.llm.aborted
     c = e.counters()
     assert c["heal_raced"] == 1 and c["requests_finished"] == 1 and c["generated_tokens"] == len(ids)
 
@@ -233,9 +233,9 @@ async def test_raced_healing_over_two_tokens_of_the_first_output(tok):
     nl, ret = (tok.encode(t, add_special_tokens=False).ids for t in ("\n       ", " return"))
     assert len(nl) == len(ret) == 1
     rest = tok.encode(" x", add_special_tokens=False).ids
-    e = engine(tok, {"r#heal0": nl, "r": nl + ret + rest}, race=True)
+    e = engine(tok, {"r#heal0": nl, "r#race": nl + ret + rest}, race=True)
     text, ids, _ = await run(e, Request("r", [5, 6, 7], max_new_tokens=8, heal=heal))
-    assert text == "urn x" and ids == nl + ret + rest and [c[0] for c in e.llm.calls] == ["r#heal0", "r"]
+    assert text == "urn x" and ids == nl + ret + rest and [c[0] for c in e.llm.calls] == ["r#heal0", "r#race"]
 
 
 async def test_raced_healing_falls_back_to_the_constrained_token_when_the_model_disagrees(tok):
@@ -243,13 +243,13 @@ async def test_raced_healing_falls_back_to_the_constrained_token_when_the_model_
     token (already computed beside it) is taken without asking again, and the main request starts after it."""
     select = tok.token_to_id("select")
     rest = tok.encode("ed_items)", add_special_tokens=False).ids
-    e = engine(tok, {"r#heal0": [select], "r": rest}, race=True)
+    e = engine(tok, {"r#heal0": [select], "r#race": rest, "r": rest}, race=True)
     prompt = tok.encode("x = self.", add_special_tokens=False).ids
     text, ids, last = await run(e, Request("r", prompt, max_new_tokens=8, heal="sel"))
     assert text == "ected_items)" and ids == [select] + rest and last.finished
-    assert [c[0] for c in e.llm.calls] == ["r#heal0", "r", "r"]        # the step is not asked twice
+    assert [c[0] for c in e.llm.calls] == ["r#heal0", "r#race", "r"]   # the step is not asked twice
     assert e.llm.calls[2][1] == prompt + [select] and e.llm.calls[2][2]["max_tokens"] == 7
-    assert e.llm.aborted[0] == "r"
+    assert e.llm.aborted[0] == "r#race"
     c = e.counters()
     assert c["heal_raced"] == 0 and c["wasted_tokens"] == len(rest)
     assert c["requests_started"] == c["requests_finished"] == 1
@@ -275,7 +275,7 @@ async def test_a_stop_string_after_the_retyped_text_ends_a_raced_request(tok):
 
     class Stopping(FakeLLM):
         def generate(self, prompt, params, rid):
-            if rid == "r":                                      # as vLLM: cut before the stop, finished "stop"
+            if rid == "r#race":                                 # as vLLM: cut before the stop, finished "stop"
                 self.calls.append((rid, list(prompt["prompt_token_ids"]), params))
 
                 async def stream():
@@ -288,3 +288,42 @@ async def test_a_stop_string_after_the_retyped_text_ends_a_raced_request(tok):
     e.llm = Stopping(tok, {"r#heal0": [select]})
     text, _, last = await run(e, Request("r", [5, 6, 7], max_new_tokens=8, heal="sel", stop=("ct",)))
     assert text == "e" and last.finish_reason == "stop" and e.counters()["heal_raced"] == 1
+
+
+async def test_aborting_a_raced_request_aborts_its_vllm_request(tok):
+    """A raced answer streams under its own vLLM id: abort(request id) and a cancelled consumer reach it."""
+    import asyncio
+
+    select = tok.token_to_id("select")
+    e = engine(tok, {"r#heal0": [select]}, race=True)
+    gate = asyncio.Event()
+    plain = e.llm.generate
+
+    def generate(prompt, params, rid):
+        if rid != "r#race":
+            return plain(prompt, params, rid)
+        e.llm.calls.append((rid, list(prompt["prompt_token_ids"]), params))
+
+        async def stream():
+            yield SimpleNamespace(num_cached_tokens=0, finished=False, outputs=[SimpleNamespace(
+                token_ids=[select], text="select", finish_reason=None)])
+            await gate.wait()                        # generating until aborted
+            yield SimpleNamespace(num_cached_tokens=0, finished=True, outputs=[SimpleNamespace(
+                token_ids=[], text="", finish_reason="abort")])
+        return stream()
+
+    e.llm.generate = generate
+    chunks = []
+
+    async def consume():
+        async for chunk in e.generate(Request("r", [5, 6, 7], max_new_tokens=8, heal="sel")):
+            chunks.append(chunk)
+            if len(chunks) == 1:
+                await e.abort("r")
+                gate.set()
+
+    await consume()
+    assert chunks[0].text == "ect" and chunks[-1].finish_reason == "abort"
+    assert "r#race" in e.llm.aborted and not e._active
+    c = e.counters()
+    assert c["requests_started"] == c["requests_aborted"] == 1

@@ -121,7 +121,7 @@ def test_prompt_ids_outside_the_vocabulary_are_a_request_error_before_vllm_sees_
 
     e = object.__new__(VLLMEngine)
     e.tokenizer, e.llm, e.max_model_len, e.n_vocab = None, NoLLM(), 64, 100
-    e._counters, e._active, e._closed = Counters(), set(), False
+    e._counters, e._active, e._closed = Counters(), {}, False
 
     async def run(prompt, n=4):
         async for _ in e.generate(Request("r", prompt, max_new_tokens=n)):
