@@ -479,7 +479,7 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
     import random
     import time
 
-    from .drafter import _report, set_lr, time_bar
+    from .drafter import _report, train_for
     from .train import corpus_texts
 
     gpu = device.type == "cuda"
@@ -516,26 +516,14 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
     opt = torch.optim.AdamW(drafter.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     batch = args.batch or (32 if gpu else 4)
     anchors = args.anchors or (32 if gpu else 16)
-    budget, start, step, losses, agree = args.minutes * 60, time.time(), 0, [], []
-    bar = time_bar(budget, "train-drafter (dflash)")
-    while (elapsed := time.time() - start) < budget and (args.max_steps is None or step < args.max_steps):
-        set_lr(opt, args.lr, elapsed / budget)
-        opt.zero_grad(set_to_none=True)
+
+    def batch_loss():
         picked = [seqs[i] for i in torch.randint(len(seqs), (batch,), generator=g).tolist()]
         with amp:                           # the batch in one target forward and one drafter forward
-            loss, agree = dflash_loss(drafter, target, picked, anchors, g)
-        loss.backward()
-        total = loss.item()
-        torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
-        opt.step()
-        step += 1
-        if step % 10 == 0 or step == 1:
-            losses.append(total)
-            bar.n = int(time.time() - start)
-            bar.set_postfix_str(f"step {step} loss {total:.3f} top1 vs target by offset " +
-                                "/".join(f"{a:.2f}" for a in agree[:4]))
-    bar.n = int(min(budget, time.time() - start))
-    bar.close()
+            return dflash_loss(drafter, target, picked, anchors, g)
+
+    step, losses, agree, seconds = train_for(drafter, opt, args, "train-drafter (dflash)",
+                                             "top1 vs target by offset", batch_loss)
     drafter.eval()
     meta = {"command": "completer train-drafter " + " ".join(argv), "method": "dflash", "target": args.target,
             "device": torch.cuda.get_device_name(0) if gpu else platform.processor() or "cpu",
@@ -544,6 +532,6 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
             **({"gen_tokens": args.gen_tokens} if args.dflash_data == "continuations" else
                {"seq_len": len(seqs[0][0]), "train_tokens": len(seqs) * len(seqs[0][0])}), "loss_first": losses[0] if losses else None,
             "loss_last": losses[-1] if losses else None, "train_top1_per_offset": agree,
-            "params": sum(p.numel() for p in drafter.parameters()), "seconds_training": time.time() - start}
+            "params": sum(p.numel() for p in drafter.parameters()), "seconds_training": seconds}
     drafter.save(out, meta)
     return _report(drafter, target, tok, eos, args.n_eval, args, tc, device, amp, out, meta, t0)

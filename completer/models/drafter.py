@@ -242,6 +242,31 @@ def time_bar(budget: float, desc: str):
                 bar_format="{l_bar}{bar}| {n}/{total}s [{elapsed}<{remaining}] {postfix}")
 
 
+def train_for(drafter, opt, args, desc: str, label: str, batch_loss) -> tuple[int, list[float], list[float], float]:
+    """The training loop of both drafter trainers: ``batch_loss()`` -> (loss, top-1 agreement per draft position)
+    of one batch, for ``args.minutes`` (or ``args.max_steps`` steps), under the learning-rate schedule, gradients
+    clipped to 1, progress (``label`` before the agreement) and ETA on a bar. Returns (steps, the loss every 10
+    steps, the agreement then last reported, seconds)."""
+    budget, start, step, losses, agree = args.minutes * 60, time.time(), 0, [], []
+    bar = time_bar(budget, desc)
+    while (elapsed := time.time() - start) < budget and (args.max_steps is None or step < args.max_steps):
+        set_lr(opt, args.lr, elapsed / budget)
+        opt.zero_grad(set_to_none=True)
+        loss, ag = batch_loss()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
+        opt.step()
+        step += 1
+        if step % 10 == 0 or step == 1:
+            losses.append(loss.item())
+            agree = ag
+            bar.n = int(time.time() - start)
+            bar.set_postfix_str(f"step {step} loss {losses[-1]:.3f} {label} " + "/".join(f"{a:.2f}" for a in ag[:4]))
+    bar.n = int(min(budget, time.time() - start))
+    bar.close()
+    return step, losses, agree, time.time() - start
+
+
 def write_checkpoint(folder: Path, state: dict, config: dict, meta: dict | None = None) -> None:
     """A drafter folder as vLLM loads it: ``state`` as model.safetensors, ``config`` as config.json, and
     train_meta.json when ``meta`` is given."""
@@ -617,28 +642,13 @@ def main(argv: list[str] | None = None) -> int:
     if gpu:
         data = data.to(device)
         torch.backends.cuda.matmul.allow_tf32 = True
-    budget = args.minutes * 60
-    start = time.time()
-    step, agree, losses = 0, [], []
-    bar = time_bar(budget, "train-drafter")
-    while (elapsed := time.time() - start) < budget and (args.max_steps is None or step < args.max_steps):
-        set_lr(opt, args.lr, elapsed / budget)
+
+    def batch_loss():
         w = data[torch.randint(len(data), (batch,), generator=g).to(data.device)].to(device)
         with amp:
-            loss, ag = ttt_loss(drafter, target, w, args.steps_ahead, draft_ids)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
-        opt.step()
-        step += 1
-        if step % 10 == 0 or step == 1:
-            losses.append(loss.item())
-            agree = ag
-            bar.n = int(time.time() - start)
-            bar.set_postfix_str(f"step {step} loss {losses[-1]:.3f} top1 vs target " +
-                                "/".join(f"{a:.2f}" for a in ag[:4]))
-    bar.n = int(min(budget, time.time() - start))
-    bar.close()
+            return ttt_loss(drafter, target, w, args.steps_ahead, draft_ids)
+
+    step, losses, agree, seconds = train_for(drafter, opt, args, "train-drafter", "top1 vs target", batch_loss)
     drafter.eval()
     meta = {"command": "completer train-drafter " + " ".join(argv if argv is not None else sys.argv[1:]),
             "target": args.target, "target_folder": str(target_dir),
@@ -648,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
             "corpus": args.corpus or "this machine's Python (stdlib + site-packages), train split",
             "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
             "train_top1_per_step": agree, "params": sum(p.numel() for p in drafter.parameters()),
-            "seconds_training": time.time() - start}
+            "seconds_training": seconds}
     drafter.save(out, meta)                     # saved before the report, so a cut-off report loses no training
     return _report(drafter, target, tok, eos, n_eval, args, tc, device, amp, out, meta, t0)
 
