@@ -192,8 +192,7 @@ async def measure(configs: dict[str, EngineConfig], requests: dict[str, list[Req
                     before = engines[name].counters()
                     runs[name][shape].append([await _one(engines[name], f"r{r}-{shape}-{i}", q)
                                               for i, q in enumerate(qs)])
-                    counted[name][shape] = add_counters(counted[name][shape],
-                                                        diff_counters(engines[name].counters(), before))
+                    counted[name][shape] = add_counted(counted[name][shape], before, engines[name].counters())
                 progress(name, r)
             if checkpoint is not None:
                 checkpoint({**out, **{name: figures(name) for name in engines}})
@@ -205,27 +204,18 @@ async def measure(configs: dict[str, EngineConfig], requests: dict[str, list[Req
     return out
 
 
-def diff_counters(after: dict, before: dict) -> dict:
-    """What an engine counted between two reads of :meth:`counters` (the figures summarise uses)."""
-    out = {}
-    for key in ("accepted_tokens", "heal_unconstrained"):
-        if key in after:
-            out[key] = after[key] - before.get(key, 0)
-    if after.get("draft_per_position"):
-        out["draft_per_position"] = [after["draft_per_position"][0] - ((before.get("draft_per_position") or [0])
-                                                                       + [0])[0]]
-    return out
+def add_counted(total: dict, before: dict, after: dict) -> dict:
+    """``total`` plus what an engine counted between two reads of :meth:`counters` (``before``, ``after``), in the
+    fields :func:`summarise` reads: drafts (first position), accepted tokens, unconstrained healing steps."""
+    def drafts(c: dict) -> int:
+        return ((c.get("draft_per_position") or [0]) + [0])[0]
 
-
-def add_counters(total: dict, more: dict) -> dict:
-    """``total`` advanced by the differences ``more`` (:func:`diff_counters`)."""
     out = dict(total)
     for key in ("accepted_tokens", "heal_unconstrained"):
-        if key in more:
-            out[key] = total.get(key, 0) + more[key]
-    if "draft_per_position" in more:
-        out["draft_per_position"] = [((total.get("draft_per_position") or [0]) + [0])[0]
-                                     + more["draft_per_position"][0]]
+        if key in after:
+            out[key] = total.get(key, 0) + after[key] - before.get(key, 0)
+    if after.get("draft_per_position"):
+        out["draft_per_position"] = [drafts(total) + drafts(after) - drafts(before)]
     return out
 
 
