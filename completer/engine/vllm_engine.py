@@ -2,7 +2,8 @@
 
 Speculation is vLLM's own (``speculative_config``): ``draft_model`` (target + small draft), ``eagle3`` (a one-layer
 drafter on the target's hidden states, ``completer train-drafter``), ``dflash`` (a small decoder drafting all k
-tokens in one forward on the target's hidden states, ``completer train-drafter --method dflash``), ``ngram`` (prompt lookup on the CPU) or
+tokens in one forward on the target's hidden states, ``completer train-drafter --method dflash``), ``ngram``
+(prompt lookup on the CPU) or
 ``ngram_gpu`` (the same on the GPU, which keeps vLLM's async scheduling). ``quantization`` (e.g. fp8) is passed to
 vLLM for the target, ``draft_quantization`` and ``draft_tensor_parallel_size`` inside ``speculative_config``; all are
 checked before the engine starts. Automatic prefix caching is on unless ``prefix_cache=False``; CUDA graphs (and vLLM's torch.compile) are on

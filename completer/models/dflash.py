@@ -188,7 +188,8 @@ class DFlashDrafter(nn.Module):
             k = apply_rope(a.k_norm(self._heads(x, a.k_proj, c.num_key_value_heads)), cos_q, sin_q)
             v = self._heads(x, a.v_proj, c.num_key_value_heads)
             y = F.scaled_dot_product_attention(q, torch.cat([k_ctx, k], 2), torch.cat([v_ctx, v], 2),
-                                               attn_mask=mask, enable_gqa=c.num_attention_heads != c.num_key_value_heads)
+                                               attn_mask=mask,
+                                               enable_gqa=c.num_attention_heads != c.num_key_value_heads)
             h = h + a.o_proj(y.transpose(1, 2).reshape(h.shape[0], h.shape[1], -1))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
         return self.norm(h)
@@ -332,7 +333,8 @@ def dflash_loss(drafter: DFlashDrafter, target, seqs: list[tuple[torch.Tensor, i
     logits, labels = batch_block_logits(drafter, target, [seq for seq, _ in seqs], anchors, c.block_size)
     logits = logits.float()
     off = torch.arange(len(labels), device=labels.device) % c.block_size
-    weight = torch.where(off > 0, OFFSET_DECAY ** (off - 1).clamp(min=0).float(), torch.zeros_like(off, dtype=torch.float))
+    weight = torch.where(off > 0, OFFSET_DECAY ** (off - 1).clamp(min=0).float(),
+                         torch.zeros_like(off, dtype=torch.float))
     ce = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")
     valid = (labels >= 0).float()
     loss = (ce * weight * valid).sum() / (weight * valid).sum().clamp(min=1e-6)
@@ -530,8 +532,8 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
             "torch": torch.__version__, "config": cfg.to_hf(), "steps": step, "batch": batch, "anchors": anchors,
             "data": args.dflash_data, "sequences": len(seqs),
             **({"gen_tokens": args.gen_tokens} if args.dflash_data == "continuations" else
-               {"seq_len": len(seqs[0][0]), "train_tokens": len(seqs) * len(seqs[0][0])}), "loss_first": losses[0] if losses else None,
-            "loss_last": losses[-1] if losses else None, "train_top1_per_offset": agree,
+               {"seq_len": len(seqs[0][0]), "train_tokens": len(seqs) * len(seqs[0][0])}),
+            "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None, "train_top1_per_offset": agree,
             "params": sum(p.numel() for p in drafter.parameters()), "seconds_training": seconds}
     drafter.save(out, meta)
     return _report(drafter, target, tok, eos, args.n_eval, args, tc, device, amp, out, meta, t0)
