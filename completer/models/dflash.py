@@ -366,6 +366,25 @@ def acceptance_report(drafter: DFlashDrafter, target, prompts: list[list[int]], 
                         target, prompts, new_tokens, eos, device, k, desc)
 
 
+def init_from_target(drafter: DFlashDrafter, target, which: str) -> list[int]:
+    """Start the drafter's decoder layers as copies of the target's ``first`` (its bottom layers: the block's
+    tokens enter as embeddings, as the target's do) or ``last`` layers, and its final ``norm`` as the target's:
+    same widths by construction (:meth:`DFlashConfig.for_target`). ``q_norm`` / ``k_norm``, which the target
+    lacks, stay ones. Returns the target layers copied."""
+    n, L = target.config.num_hidden_layers, drafter.config.num_hidden_layers
+    if which not in ("first", "last"):
+        raise ValueError(f"init must be random, first or last, got {which!r}")
+    src = list(range(min(L, n))) if which == "first" else list(range(max(0, n - L), n))
+    names = ("input_layernorm", "post_attention_layernorm", "self_attn.q_proj", "self_attn.k_proj",
+             "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+    with torch.no_grad():
+        for d, t in zip(drafter.layers, (target.model.layers[i] for i in src)):
+            for name in names:
+                d.get_submodule(name).weight.copy_(t.get_submodule(name).weight)
+        drafter.norm.weight.copy_(target.model.norm.weight)
+    return src
+
+
 def mask_token(tok) -> int:
     """The mask id: ``<|fim_pad|>`` (never in a FIM stream or a prompt), else the tokenizer's pad token."""
     for name in (FIM_PAD, "<|endoftext|>", "<pad>", "<|pad|>"):
@@ -515,6 +534,9 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
     with torch.no_grad():
         for p in drafter.parameters():
             p.copy_(torch.ones_like(p) if p.dim() == 1 else torch.randn(p.shape, generator=g).to(p) * 0.02)
+    if args.dflash_init != "random":
+        copied = init_from_target(drafter, target, args.dflash_init)
+        print(f"drafter layers start as the target's layers {copied}", flush=True)
     opt = torch.optim.AdamW(drafter.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     batch = args.batch or (32 if gpu else 4)
     anchors = args.anchors or (32 if gpu else 16)

@@ -210,3 +210,22 @@ def test_labels_are_the_targets_own_chain_from_each_anchor():
     got = chain_labels(ids, pred, torch.tensor([8, 7]), torch.tensor([[0, 2, 6], [5, 0, 2]]), 4)
     assert got[0].view(3, 4).tolist() == [[-100, 10, 11, 12], [-100, 12, -100, -100], [-100, 16, 17, -100]]
     assert got[1].view(3, 4).tolist() == [[-100, 15, 16, -100], [-100, 10, 11, 12], [-100, 12, -100, -100]]
+
+
+@pytest.mark.parametrize("which,src", [("first", [0, 1]), ("last", [2, 3])])
+def test_drafter_layers_can_start_as_the_targets(which, src):
+    """``--dflash-init first|last``: each drafter layer is a copy of a target layer (projections, MLP, norms), the
+    final norm is the target's; the Qwen3 q/k norms the target lacks are left as they were."""
+    from completer.models.dflash import init_from_target
+
+    t, d = tiny()
+    qn = d.layers[0].self_attn.q_norm.weight.clone()
+    assert init_from_target(d, t, which) == src
+    for dl, i in zip(d.layers, src):
+        tl = t.model.layers[i]
+        for name in ("self_attn.q_proj", "self_attn.o_proj", "mlp.down_proj", "input_layernorm"):
+            assert torch.equal(dl.get_submodule(name).weight, tl.get_submodule(name).weight)
+    assert torch.equal(d.norm.weight, t.model.norm.weight)
+    assert torch.equal(d.layers[0].self_attn.q_norm.weight, qn)
+    with pytest.raises(ValueError, match="init must be"):
+        init_from_target(d, t, "middle")
