@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from completer.prompt import END_TOKENS, fim_prompt
+from completer.text import clean_surrogates as sanitize
 
 from .plan import PromptPlan, SourceFile
 from .languages import INDENTED, canonical_language, comment_prefix, display_name
 from .mode import choose_mode
-from .syntax import Item, Trees, outline, sanitize
+from .syntax import Item, Trees, outline
 
 log = logging.getLogger(__name__)
 

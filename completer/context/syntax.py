@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from completer.text import clean_surrogates as sanitize, indentation as _indent_of, width as _width
+from completer.text import indentation as _indent_of, width as _width
 
 from .languages import INDENTED, grammar, query, query_source
 

@@ -35,7 +35,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .drafter import read_checkpoint, rope, target_features, write_checkpoint
+from .drafter import init_weights, read_checkpoint, rope, target_features, write_checkpoint
 from .llama import MLP, RMSNorm, apply_rope
 
 ARCHITECTURE = "DFlashDraftModel"
@@ -248,19 +248,14 @@ def block_mask(anchors: torch.Tensor, T: int, block: int, causal: bool = False) 
     return torch.cat([ctx, same], 1)
 
 
-def blocks(seq: torch.Tensor, anchors: torch.Tensor, block: int, mask_id: int) -> tuple[torch.Tensor, torch.Tensor,
-                                                                                        torch.Tensor]:
-    """(ids [N*block], positions [N*block], labels [N*block]) of the blocks at ``anchors`` in ``seq`` [T]: ids are
-    ``seq[P]`` then ``block - 1`` mask tokens; the label of offset i >= 1 is ``seq[P + i]`` (-100 at offset 0 and
-    past the sequence's end)."""
+def blocks(seq: torch.Tensor, anchors: torch.Tensor, block: int, mask_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids [N*block], positions [N*block]) of the blocks at ``anchors`` in ``seq`` [T]: ids are ``seq[P]`` then
+    ``block - 1`` mask tokens, as vLLM's proposer forms them (their labels: :func:`chain_labels`)."""
     off = torch.arange(block, device=seq.device)
     pos = (anchors[:, None] + off[None, :]).reshape(-1)
     ids = torch.full_like(pos, mask_id)
     ids[::block] = seq[anchors]
-    inside = pos < len(seq)
-    labels = torch.where(inside, seq[pos.clamp(max=len(seq) - 1)], torch.full_like(pos, -100))
-    labels[::block] = -100
-    return ids, pos, labels
+    return ids, pos
 
 
 def block_logits(drafter: DFlashDrafter, target, seq: torch.Tensor, anchors: torch.Tensor,
@@ -531,9 +526,7 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
           f"({time.time() - t0:.0f}s)", flush=True)
     drafter = DFlashDrafter(cfg).to(device)
     g = torch.Generator().manual_seed(args.seed)
-    with torch.no_grad():
-        for p in drafter.parameters():
-            p.copy_(torch.ones_like(p) if p.dim() == 1 else torch.randn(p.shape, generator=g).to(p) * 0.02)
+    init_weights(drafter, g)
     if args.dflash_init != "random":
         copied = init_from_target(drafter, target, args.dflash_init)
         print(f"drafter layers start as the target's layers {copied}", flush=True)

@@ -242,6 +242,13 @@ def time_bar(budget: float, desc: str):
                 bar_format="{l_bar}{bar}| {n}/{total}s [{elapsed}<{remaining}] {postfix}")
 
 
+@torch.no_grad()
+def init_weights(drafter: torch.nn.Module, g: torch.Generator) -> None:
+    """Both trainers' starting point: norms (1-D weights) at one, matrices N(0, 0.02) from ``g``."""
+    for p in drafter.parameters():
+        p.copy_(torch.ones_like(p) if p.dim() == 1 else torch.randn(p.shape, generator=g).to(p) * 0.02)
+
+
 def train_for(drafter, opt, args, desc: str, label: str, batch_loss) -> tuple[int, list[float], list[float], float]:
     """The training loop of both drafter trainers: ``batch_loss()`` -> (loss, top-1 agreement per draft position)
     of one batch, for ``args.minutes`` (or ``args.max_steps`` steps), under the learning-rate schedule, gradients
@@ -630,12 +637,7 @@ def main(argv: list[str] | None = None) -> int:
 
     drafter = Eagle3Drafter(cfg).to(device)
     g = torch.Generator().manual_seed(args.seed)
-    for name, p in drafter.named_parameters():
-        with torch.no_grad():
-            if p.dim() == 1:
-                p.fill_(1.0)
-            else:
-                p.copy_(torch.randn(p.shape, generator=g) * 0.02)
+    init_weights(drafter, g)
     draft_ids = None
     if dv < tc.vocab_size:
         drafter.set_vocab(choose_draft_vocab(stream, tc.vocab_size, dv))
