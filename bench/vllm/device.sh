@@ -47,7 +47,7 @@ for part in "$@"; do
     tune)  needs_vllm tune || continue
            # the shipped EAGLE-3 drafter against DFlash (runs/dflash, or DFLASH=folder), both request shapes
            COMPLETER_TUNE_DIR=$PWD/runs/tune timeout "${TUNE_S:-560}" "${TUNE[@]}" --backend vllm --model house:v2/target \
-             --dflash "${DFLASH:-runs/dflash}" --ks "${TUNE_KS:-2,3,6}" --only "${TUNE_ONLY:-eagle3 k=2,dflash k=3,dflash k=6}" \
+             --dflash "${DFLASH:-$PWD/runs/dflash}" --ks "${TUNE_KS:-2,3,6}" --only "${TUNE_ONLY:-eagle3 k=2,dflash k=3,dflash k=6}" \
              --requests editor,fixed --n "${TUNE_N:-24}" --rounds "${TUNE_ROUNDS:-4}" --out "$O/tune.json" > "$O/tune.log" 2>&1
            echo "tune rc=$?"; grep -v "EngineCore\|^INFO\|^WARNING\|^(EngineCore" "$O/tune.log" | tail -30
            tar -cf "$O/tune-choices.tar" runs/tune ;;
