@@ -16,7 +16,7 @@ export PYTHONUNBUFFERED=1
 staged=1
 if [ -d .device-carry/bin ]; then . .device-carry/bin/stage.sh && staged=0; fi
 O=${OUT:-/tmp/out}/vllm; mkdir -p "$O" runs
-export PYTHONPATH=$PWD:$PYTHONPATH
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 TP=${TP:-1}
 nvidia-smi > "$O/nvidia-smi.txt" 2>&1
 git log --oneline -1 > "$O/code.txt" 2>/dev/null || true
