@@ -545,7 +545,7 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
     meta = {"command": "completer train-drafter " + " ".join(argv), "method": "dflash", "target": args.target,
             "device": torch.cuda.get_device_name(0) if gpu else platform.processor() or "cpu",
             "torch": torch.__version__, "config": cfg.to_hf(), "steps": step, "batch": batch, "anchors": anchors,
-            "data": args.dflash_data, "sequences": len(seqs),
+            "data": args.dflash_data, "init": args.dflash_init, "sequences": len(seqs),
             **({"gen_tokens": args.gen_tokens} if args.dflash_data == "continuations" else
                {"seq_len": len(seqs[0][0]), "train_tokens": len(seqs) * len(seqs[0][0])}),
             "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None, "train_top1_per_offset": agree,

@@ -155,7 +155,7 @@ def test_train_drafter_method_dflash_for_the_packed_house_v2_target(tmp_path, da
     assert cfg["architectures"] == ["DFlashDraftModel"] and cfg["dflash_config"]["mask_token_id"] == 4
     assert cfg["dflash_config"]["target_layer_ids"] == [1, 3, 7] and cfg["hidden_size"] == 320
     meta = json.loads((out / "train_meta.json").read_text())
-    assert meta["method"] == "dflash" and meta["steps"] == 2 and meta["data"] == data
+    assert meta["method"] == "dflash" and meta["steps"] == 2 and meta["data"] == data and meta["init"] == "last"
     if data == "continuations":
         assert meta["sequences"] == 3 and meta["gen_tokens"] == 8
     else:                                  # every 64-token window of the corpus's FIM samples
