@@ -38,9 +38,10 @@ for part in "$@"; do
     tests) needs_vllm tests || continue
            timeout "${TESTS_S:-420}" python3 -m pytest -rs -v tests/vllm ${TESTS_K:+-k "$TESTS_K"} > "$O/tests.log" 2>&1; echo "tests rc=$?"; tail -25 "$O/tests.log" ;;
     train-dflash)
-           # text mode (corpus windows labelled with the target's own chain), as 2026-12-05's CPU comparison chose
+           # text mode (corpus windows labelled with the target's own chain), from the target's last layers, lr 3e-3:
+           # what trained fastest in bench/results/vllm/2026-12-04g and 2026-12-05 (CPU, 8 minutes each)
            timeout "${TRAIN_S:-450}" "${DRAFTER[@]}" --method dflash --target house:v2/target --corpus .corpus/train.jsonl.xz \
-             --corpus-mb 150 --dflash-data text --batch 32 --anchors 64 --layers 3 --block 7 --causal \
+             --corpus-mb 150 --dflash-data text --dflash-init last --lr 3e-3 --batch 32 --anchors 64 --layers 3 --block 7 --causal \
              --minutes "${TRAIN_MIN:-5}" --eval-prompts 0 --out runs/dflash ${DFLASH_ARGS:-} > "$O/train.log" 2>&1
            echo "train-dflash rc=$?"; tr '\r' '\n' < "$O/train.log" | grep -v "^\s*$" | tail -6
            tar -cf "$O/dflash.tar" runs/dflash ;;
