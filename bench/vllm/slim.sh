@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A device call carries the working tree and at most 64 MiB in all; the tree is ~74 MB with the committed results
 # and the v1 house weights, which no vLLM measurement of house v2 reads. From the project root:
-#   bash bench/vllm/slim.sh out    # move them to /tmp/completer-slim (the tree is then ~18 MB)
+#   bash bench/vllm/slim.sh out    # move them to /tmp/completer-slim (the tree is then ~19 MB)
 #   bash bench/vllm/slim.sh in     # put them back (do this before any commit: git would record them as deleted)
 #   bash bench/vllm/slim.sh size   # what a call would carry of the tree now
 # While slimmed, a pre-commit hook refuses commits (installed by `out` when the repository has none).

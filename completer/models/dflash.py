@@ -365,7 +365,8 @@ def init_from_target(drafter: DFlashDrafter, target, which: str) -> list[int]:
     """Start the drafter's decoder layers as copies of the target's ``first`` (its bottom layers: the block's
     tokens enter as embeddings, as the target's do) or ``last`` layers, and its final ``norm`` as the target's:
     same widths by construction (:meth:`DFlashConfig.for_target`). ``q_norm`` / ``k_norm``, which the target
-    lacks, stay ones. Returns the target layers copied."""
+    lacks, stay ones; a Qwen2 target's q/k/v biases are not copied (vLLM's DFlash layers have none). Returns the
+    target layers copied."""
     n, L = target.config.num_hidden_layers, drafter.config.num_hidden_layers
     if which not in ("first", "last"):
         raise ValueError(f"init must be random, first or last, got {which!r}")

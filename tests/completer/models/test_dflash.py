@@ -69,7 +69,7 @@ def test_all_blocks_in_one_pass_equal_each_block_alone(causal):
     assert torch.equal(batched, alone)
 
 
-def test_block_ids_labels_and_mask():
+def test_block_ids_positions_and_mask():
     seq = torch.tensor([10, 11, 12, 13, 14, 15])
     ids, pos = blocks(seq, torch.tensor([2, 4]), 3, mask_id=3)
     assert ids.tolist() == [12, 3, 3, 14, 3, 3] and pos.tolist() == [2, 3, 4, 4, 5, 6]

@@ -1,9 +1,9 @@
 """Rows of speculation_summary.json from call 3's `completer tune` on vLLM (house v2, one H100): the tune was cut off
 by its time limit in round 3 of 3 (engine starts took 400 of its 510 s), so it chose nothing and wrote only
-``tune.json.partial`` (per shape, each configuration's figures over its first 2 rounds). Here the fields the finished
-result would hold are derived from it as tune derives them: speed-up = median tokens/s over none's; greedy identity
-judged on the first round (no prompt cached), output for output against none; ``chosen_by_tune`` what tune's rule
-(``completer.tune.choose``, --min-gain 1.05) picks from these two rounds. Run from the project root:
+``tune.json.partial`` (per shape, each configuration's figures over its first 2 rounds). Here the partial tables are judged
+as tune judges a finished run (``completer.tune.judge``: speed-up = median tokens/s over none's; greedy identity on
+the first round, no prompt cached; the choice with --min-gain 1.05), so ``chosen_by_tune`` is what tune's rule picks
+from these two rounds. Run from the project root:
 python bench/results/vllm/2026-12-05/add_rows.py (replaces its own rows)"""
 import json
 import sys
@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 from bench.vllm.summary import tune_rows  # noqa: E402
-from completer.tune import choose  # noqa: E402
+from completer.tune import judge  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SUMMARY = HERE.parent / "speculation_summary.json"
@@ -20,13 +20,9 @@ RULE = "first round, no prompt cached (dbd9bbf); tune cut off after 2 of 3 round
 
 
 def finished_form(partial: dict) -> dict:
-    by = {}
-    for shape, table in partial["tables"].items():
-        none = table["none"]
-        rows = {name: {**r, "speedup_vs_none": r["tokens_per_s_p50"] / none["tokens_per_s_p50"],
-                       "greedy_identical_to_none": r["output"] == none["output"]} for name, r in table.items()}
-        by[shape] = {"table": rows, "prompts": len(none["output"]), "winner": choose(rows, 1.05)}   # tune's default
-    return {"by_requests": by}
+    """The partial tables judged as tune judges a finished run (``completer.tune.judge``, its default --min-gain)."""
+    return {"by_requests": {shape: {"table": table, "prompts": len(table["none"]["output"]),
+                                    "winner": judge(table, 1.05)} for shape, table in partial["tables"].items()}}
 
 
 rows = [{**r, "engines": "side by side, interleaved", "machine": "1x H100 80GB HBM3",
