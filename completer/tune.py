@@ -65,6 +65,7 @@ def candidates(backend: str, ks: list[int], draft: str | None, drafter: str | No
         out[f"ngram k={k}"] = dict(speculation="ngram", num_speculative_tokens=k)
         if backend == "vllm":
             out[f"ngram_gpu k={k}"] = dict(speculation="ngram_gpu", num_speculative_tokens=k)
+            out[f"suffix k={k}"] = dict(speculation="suffix", num_speculative_tokens=k)
         elif draft:
             out[f"draft+ngram k={k}"] = dict(speculation="draft+ngram", num_speculative_tokens=k)
     if backend == "torch" and draft:
@@ -113,13 +114,17 @@ async def _one(engine, rid: str, request: Request) -> Run:
     return run
 
 
-def summarise(rounds: list[list[Run]], before: dict, after: dict) -> dict:
+def summarise(rounds: list[list[Run]], before: dict, after: dict, fresh: bool = False) -> dict:
     """One configuration's figures from its rounds (each: a :class:`Run` per prompt): per prompt the median time
-    over the rounds, then medians / p95 over the prompts; time to the first token and decode time per token
-    (medians over every request of every round: where a configuration's time goes); the texts of every round as
-    ``outputs`` (a list per round) and of the first as ``output`` (see :func:`greedy_identical`)."""
-    lat = [statistics.median(r[i].seconds for r in rounds) for i in range(len(rounds[0]))]
-    ids = [x.ids for x in rounds[0]]
+    over the rounds, then medians / p95 over the prompts (``fresh``: each round had prompts of its own, so medians /
+    p95 over every request); time to the first token and decode time per token (medians over every request of
+    every round: where a configuration's time goes); the texts of every round as ``outputs`` (a list per round) and
+    of the first as ``output`` (see :func:`greedy_identical`)."""
+    if fresh:
+        lat, ids = [x.seconds for r in rounds for x in r], [x.ids for r in rounds for x in r]
+    else:
+        lat = [statistics.median(r[i].seconds for r in rounds) for i in range(len(rounds[0]))]
+        ids = [x.ids for x in rounds[0]]
     output = [x.text for x in rounds[0]]
     first = [x.first_s * 1e3 for r in rounds for x in r if x.first_s is not None]
     decode = [d for r in rounds for x in r if (d := x.decode_ms_per_token()) is not None]
@@ -131,7 +136,8 @@ def summarise(rounds: list[list[Run]], before: dict, after: dict) -> dict:
             "first_token_p50_ms": statistics.median(first) if first else None,
             "decode_ms_per_token_p50": statistics.median(decode) if decode else None,
             "tokens_per_step": 1 + accepted / drafts if drafts else 1.0, "rounds": len(rounds),
-            "same_output_every_round": all([x.text for x in r] == output for r in rounds), "output": output,
+            "same_output_every_round": None if fresh else all([x.text for x in r] == output for r in rounds),
+            "output": output,
             "outputs": [[x.text for x in r] for r in rounds],
             **({"heal_unconstrained": after["heal_unconstrained"] - before.get("heal_unconstrained", 0)}
                if "heal_unconstrained" in after else {})}
@@ -159,10 +165,13 @@ def warm_up_request(first: Request) -> Request:
 
 
 async def measure(configs: dict[str, EngineConfig], requests: dict[str, list[Request]], rounds: int,
-                  progress, checkpoint=None) -> dict[str, dict]:
+                  progress, checkpoint=None, fresh: bool = False) -> dict[str, dict]:
     """Run ``configs`` side by side: every engine built and warmed first (a request of each shape), then
     ``rounds`` rounds in which each configuration runs every prompt of every shape of ``requests`` once, the order
     of the configurations rotating each round (so a change of the machine's load falls on all of them alike).
+    ``fresh``: ``requests`` holds ``rounds`` times the prompts of a round, and round r runs its own r-th share, so
+    no engine sees a prompt twice (suffix decoding keeps the answers it served, and would draft a repeated
+    request's answer from memory).
     Result: per configuration, per shape, its figures (:func:`summarise`); a configuration whose engine fails is
     ``{"error": ...}``. ``checkpoint`` gets the figures of the rounds so far after each round (a run stopped by a
     time limit keeps what it measured). Several shapes share the engines: on vLLM their start is the cost."""
@@ -182,8 +191,12 @@ async def measure(configs: dict[str, EngineConfig], requests: dict[str, list[Req
         progress(None, -1)                              # the engines are up: the rounds start
 
         def figures(name):
-            return {shape: summarise(runs[name][shape], {}, counted[name][shape]) for shape in requests
+            return {shape: summarise(runs[name][shape], {}, counted[name][shape], fresh) for shape in requests
                     if runs[name][shape]}
+
+        def this_round(qs: list[Request], r: int) -> list[Request]:
+            n = len(qs) // rounds
+            return qs[r * n:(r + 1) * n] if fresh else qs
 
         for r in range(rounds):
             k = r % len(names) if names else 0
@@ -191,7 +204,7 @@ async def measure(configs: dict[str, EngineConfig], requests: dict[str, list[Req
                 for shape, qs in requests.items():
                     before = engines[name].counters()
                     runs[name][shape].append([await _one(engines[name], f"r{r}-{shape}-{i}", q)
-                                              for i, q in enumerate(qs)])
+                                              for i, q in enumerate(this_round(qs, r))])
                     counted[name][shape] = add_counted(counted[name][shape], before, engines[name].counters())
                 progress(name, r)
             if checkpoint is not None:
@@ -222,27 +235,33 @@ def add_counted(total: dict, before: dict, after: dict) -> dict:
 REQUEST_SHAPES = ("editor", "fixed")
 
 
-def sample_requests(args, folder, tokenizer, shape: str = "editor") -> list[Request]:
+def sample_requests(args, folder, tokenizer, shape: str = "editor", rounds: int = 1) -> list[Request]:
     """The requests every configuration runs: ``--prompts`` (fixed length), else editor-shaped ones from held-out
-    files (``shape`` editor, :func:`editor_requests`), else fixed-length FIM prompts of them (``shape`` fixed)."""
+    files (``shape`` editor, :func:`editor_requests`), else fixed-length FIM prompts of them (``shape`` fixed);
+    ``args.n`` of them, or ``rounds`` times that many (a fresh set per round, ``--fresh-rounds``)."""
+    n = args.n * rounds
     if args.prompts:
         data = json.loads(Path(args.prompts).read_text())
-        out = [d["prompt"] if isinstance(d, dict) else d for d in data][: args.n]
+        out = [d["prompt"] if isinstance(d, dict) else d for d in data][:n]
         if not out:
             raise SystemExit(f"completer tune: no prompts in {args.prompts}")
-        return [Request("p", p, max_new_tokens=args.max_new_tokens or 48) for p in out]
-    from .models import corpus
-
-    texts = (t for _, t in corpus.iter_texts("heldout", 20_000_000))
-    if shape == "editor":
-        out = editor_requests(texts, folder, tokenizer, args.n, seed=1234, max_tokens=args.max_new_tokens or 64)
+        out = [Request("p", p, max_new_tokens=args.max_new_tokens or 48) for p in out]
     else:
-        from .models.drafter import _fim_prompts
+        from .models import corpus
 
-        out = [Request("p", p, max_new_tokens=args.max_new_tokens or 48)
-               for p in _fim_prompts(tokenizer, texts, args.n, random.Random(1234), 900)]
-    if not out:
-        raise SystemExit("completer tune: no held-out source files to sample requests from (give --prompts FILE)")
+        texts = (t for _, t in corpus.iter_texts("heldout", 20_000_000))
+        if shape == "editor":
+            out = editor_requests(texts, folder, tokenizer, n, seed=1234, max_tokens=args.max_new_tokens or 64)
+        else:
+            from .models.drafter import _fim_prompts
+
+            out = [Request("p", p, max_new_tokens=args.max_new_tokens or 48)
+                   for p in _fim_prompts(tokenizer, texts, n, random.Random(1234), 900)]
+        if not out:
+            raise SystemExit("completer tune: no held-out source files to sample requests from (give --prompts FILE)")
+    if rounds > 1 and len(out) < n:
+        raise SystemExit(f"completer tune: --fresh-rounds needs {n} {shape} prompts ({args.n} for each of {rounds} "
+                         f"rounds) and there are {len(out)}: give fewer --n or --rounds")
     return out
 
 
@@ -315,14 +334,18 @@ async def run(args) -> int:
 
     folder, tokenizer = open_model(args.model)      # the engines' tokenizer, without starting an engine
     shapes = ["fixed"] if args.prompts else args.shapes
-    requests = {shape: sample_requests(args, folder, tokenizer, shape) for shape in shapes}
     rounds = args.rounds or (3 if together else 1)
+    # suffix decoding drafts from the answers its engine served before: a prompt repeated in a later round would be
+    # drafted from memory, so with it among the candidates every round gets prompts of its own
+    fresh = rounds > 1 and (args.fresh_rounds or any(c.get("speculation") == "suffix" for c in cands.values()))
+    requests = {shape: sample_requests(args, folder, tokenizer, shape, rounds if fresh else 1) for shape in shapes}
     described = []
     for shape, qs in requests.items():
         most = max(q.max_new_tokens for q in qs)
-        described.append(f"{len(qs)} {shape} requests (" + (f"stops, up to {most} new tokens)" if any(
-            q.stop for q in qs) else f"{most} new tokens each)"))
-    print(f"tuning {len(cands)} configurations on {' and '.join(described)}, {rounds} round(s)", flush=True)
+        described.append(f"{len(qs) // (rounds if fresh else 1)} {shape} requests (" + (
+            f"stops, up to {most} new tokens)" if any(q.stop for q in qs) else f"{most} new tokens each)"))
+    print(f"tuning {len(cands)} configurations on {' and '.join(described)}, {rounds} round(s)" +
+          (", new prompts every round" if fresh else ""), flush=True)
     # all engines side by side, rounds interleaved, so that a drift of the machine falls on every configuration
     # alike (on the H200 none alone measured 155-345 tokens/s p50 in four calls); vLLM's each with a share of GPU
     # memory, or with --engines one-at-a-time (a model too large for several copies) each alone, rounds in a row
@@ -364,7 +387,7 @@ async def run(args) -> int:
 
     for group in groups:
         measured = await measure({n: EngineConfig(**{**common, **cands[n]}) for n in group}, requests, rounds,
-                                 progress, checkpoint=write_partial)
+                                 progress, checkpoint=write_partial, fresh=fresh)
         measured_all.update(measured)
         for name in group:
             r = measured[name]
@@ -389,12 +412,13 @@ async def run(args) -> int:
     result = {"command": "completer tune " + " ".join(args.argv), "measured_for": measured_for(tuned),
               "machine": {"platform": platform.platform(),
               "processor": platform.processor(), "python": sys.version.split()[0]},
-              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "prompts": len(requests[shape]),
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "prompts": len(requests[shape]) // (rounds if fresh else 1), "fresh_rounds": fresh,
               "requests": shape, "max_new_tokens": max(q.max_new_tokens for q in requests[shape]),
               "min_gain": args.min_gain, "winner": winner, "settings": {**common, **table[winner]["settings"]},
               "table": table}
     if len(shapes) > 1:                  # every shape's own table and winner, the same engines and rounds
-        result["by_requests"] = {s: {"prompts": len(requests[s]), "max_new_tokens": max(
+        result["by_requests"] = {s: {"prompts": len(requests[s]) // (rounds if fresh else 1), "max_new_tokens": max(
             q.max_new_tokens for q in requests[s]), "winner": winners[s], "table": by_shape[s]} for s in shapes}
         result["chosen_on"] = shape
     text = json.dumps(result, indent=1) + "\n"
@@ -490,6 +514,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=12, help="prompts per configuration")
     ap.add_argument("--rounds", type=int, default=0, help="rounds over the prompts per configuration, interleaved "
                     "(per prompt the median time is used; default 3, 1 on vLLM with --engines one-at-a-time)")
+    ap.add_argument("--fresh-rounds", action="store_true", help="new prompts in every round (--n each), so no "
+                    "engine sees a prompt twice; on whenever suffix decoding is a candidate (it drafts from the "
+                    "answers it served before)")
     ap.add_argument("--requests", default="editor", help="editor: shaped as the language server sends them while a "
                     "line is typed (stops, healing, up to --max-new-tokens, 64); fixed: fill-in-the-middle prompts "
                     "completed to --max-new-tokens (48); 'editor,fixed': both on the same engines and rounds, a "

@@ -10,6 +10,8 @@
 #   bash bench/vllm/device.sh train-dflash         # a DFlash drafter -> runs/dflash (+ $OUT/vllm/dflash.tar); carry .corpus
 #   bash bench/vllm/device.sh tune                 # completer tune, editor + fixed requests, choices -> runs/tune
 #   bash bench/vllm/device.sh lsp-auto             # websocket replay: none against what tune chose (runs/tune)
+#   LSP_STAGES=house-v2-none,house-v2-suffix bash bench/vllm/device.sh lsp-auto   # or against given stages
+# suffix decoding (TUNE_ONLY="suffix k=8,..."; stage house-v2-suffix) needs .whl/site from bench/vllm/arctic_suffix.sh
 # Afterwards, here: python bench/vllm/report.py <fetched>/vllm  -> bench/results/vllm/FIGURES.md + plot
 set -u
 export PYTHONUNBUFFERED=1
@@ -24,6 +26,8 @@ git log --oneline -1 > "$O/code.txt" 2>/dev/null || true
 if [ -d .whl ] && [ ! -f /tmp/extra-site/.ok ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/extra-site .whl/*.whl 2>&1 | grep -v WARNING; touch /tmp/extra-site/.ok
 fi
+# suffix decoding's tree for vLLM's method "suffix" (arctic-inference, built here by bench/vllm/arctic_suffix.sh)
+if [ -d .whl/site ] && [ -d /tmp/extra-site ]; then cp -r .whl/site/. /tmp/extra-site/; fi
 [ -d /tmp/extra-site ] && export PYTHONPATH=$PYTHONPATH:/tmp/extra-site
 DRAFTER=(python3 -c "import sys; from completer.models.drafter import main; sys.exit(main(sys.argv[1:]))")
 TUNE=(python3 -c "import sys; from completer.tune import main; sys.exit(main(sys.argv[1:]))")
@@ -54,7 +58,7 @@ for part in "$@"; do
            tar -cf "$O/tune-choices.tar" runs/tune ;;
     lsp-auto) needs_vllm lsp-auto || continue
            COMPLETER_TUNE_DIR=$PWD/runs/tune timeout "${LSP_S:-560}" python3 bench/vllm/lsp_device.py --out /tmp/lsp-auto \
-             --tar "$O/lsp-auto.tar.gz" --stages house-v2-none,house-v2-auto --deadline-s "$(( ${LSP_S:-560} - 15 ))" > "$O/lsp-auto.log" 2>&1
+             --tar "$O/lsp-auto.tar.gz" --stages "${LSP_STAGES:-house-v2-none,house-v2-auto}" --deadline-s "$(( ${LSP_S:-560} - 15 ))" > "$O/lsp-auto.log" 2>&1
            echo "lsp-auto rc=$?"; tail -30 "$O/lsp-auto.log" ;;
     lsp)   needs_vllm lsp || continue
            timeout "${LSP_S:-400}" python3 -m bench.replay bench/traces --transport ws \

@@ -27,6 +27,8 @@ Stages (run in the order given, each skipped when less than its estimate is left
 - ``house-v2-none`` / ``house-v2-auto`` (issue 15): the same replay on house v2 (the default pair), no speculation /
   ``speculation="auto"``: what ``completer tune`` saved for it on this machine (run tune first in the same call, with
   the same ``COMPLETER_TUNE_DIR``); vLLM's start lines in the server log show the speculative config it ran.
+- ``house-v2-suffix``: the same replay with suffix decoding (``speculation="suffix"``, k = ``SUFFIX_K``, 8): drafts
+  from the prompt and from the answers served before, which while a line is typed are mostly the same text.
 
     python bench/vllm/lsp_device.py --out /tmp/res --stages lsp-7b-bf16,lsp-7b-fp8,dummy --deadline-s 560
 
@@ -63,7 +65,7 @@ GPU_UTIL = 0.4
 REPLAYS = {"full": {"earlyAnswer": False}, "first-line": {"earlyAnswer": True}}
 ESTIMATE_S = {"lsp-7b-bf16": 200, "lsp-7b-fp8": 200, "dummy": 200, "load": 150, "house-none": 110,
               "house-eagle3-k2": 110, "kill9": 60, "heal-repro": 100, "lines-7b-bf16": 170, "lines-7b-fp8": 170,
-              "house-v2-none": 110, "house-v2-auto": 110}
+              "house-v2-none": 110, "house-v2-auto": 110, "house-v2-suffix": 110}
 WARM_DOC = "import os\n\n\ndef read_config(path):\n    with open(path) as f:\n        \n"
 
 
@@ -82,6 +84,9 @@ def engine_for(stage: str) -> dict:
     if stage in ("house-v2-none", "house-v2-auto"):   # auto: what `completer tune` saved for it (COMPLETER_TUNE_DIR)
         return {"backend": "vllm", "model": "house:v2/target", "speculation": stage.rpartition("-")[2],
                 "gpu_memory_utilization": GPU_UTIL}
+    if stage == "house-v2-suffix":
+        return {"backend": "vllm", "model": "house:v2/target", "speculation": "suffix",
+                "num_speculative_tokens": int(os.environ.get("SUFFIX_K", "8")), "gpu_memory_utilization": GPU_UTIL}
     raise ValueError(stage)
 
 

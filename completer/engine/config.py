@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 BACKENDS = ("torch", "vllm")
-SPECULATION = ("auto", "none", "draft", "ngram", "draft+ngram", "eagle3", "dflash", "ngram_gpu")
-VLLM_ONLY_SPECULATION = ("eagle3", "dflash", "ngram_gpu")   # vLLM's EAGLE-3 and DFlash drafters, GPU prompt lookup
+SPECULATION = ("auto", "none", "draft", "ngram", "draft+ngram", "eagle3", "dflash", "ngram_gpu", "suffix")
+# vLLM's EAGLE-3 and DFlash drafters, GPU prompt lookup, suffix decoding (suffix trees of the prompt and of earlier
+# answers, arctic-inference: bench/vllm/arctic_suffix.sh)
+VLLM_ONLY_SPECULATION = ("eagle3", "dflash", "ngram_gpu", "suffix")
 TORCH_QUANTIZATION = (None, "none", "fp16", "int8")
 # settings the embedded backend has no use for, and what it does instead (refused by name with backend="torch")
 VLLM_ONLY_SETTINGS = {
@@ -103,7 +105,7 @@ class EngineConfig:
         else:                                           # vLLM: what can be checked before vLLM is even imported
             if self.speculation == "draft+ngram":
                 raise ValueError("speculation='draft+ngram' is the embedded backend's: the vLLM backend runs one "
-                                 "proposer per engine (use 'draft', 'eagle3', 'dflash', 'ngram' or 'ngram_gpu')")
+                                 "proposer per engine (use 'draft', 'eagle3', 'dflash', 'ngram', 'ngram_gpu' or 'suffix')")
             if self.device not in ("auto", "cuda"):
                 raise ValueError(f"device={self.device!r}: the vLLM backend runs on the CUDA GPUs that "
                                  f"CUDA_VISIBLE_DEVICES shows; use 'auto' (or 'cuda')")

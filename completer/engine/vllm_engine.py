@@ -4,7 +4,8 @@ Speculation is vLLM's own (``speculative_config``): ``draft_model`` (target + sm
 drafter on the target's hidden states, ``completer train-drafter``), ``dflash`` (a small decoder drafting all k
 tokens in one forward on the target's hidden states, ``completer train-drafter --method dflash``), ``ngram``
 (prompt lookup on the CPU) or
-``ngram_gpu`` (the same on the GPU, which keeps vLLM's async scheduling). ``quantization`` (e.g. fp8) is passed to
+``ngram_gpu`` (the same on the GPU, which keeps vLLM's async scheduling) or ``suffix`` (suffix decoding: drafts from
+suffix trees of the prompt and of the answers served before, arctic-inference; no async scheduling). ``quantization`` (e.g. fp8) is passed to
 vLLM for the target, ``draft_quantization`` and ``draft_tensor_parallel_size`` inside ``speculative_config``; all are
 checked before the engine starts. Automatic prefix caching is on unless ``prefix_cache=False``; CUDA graphs (and vLLM's torch.compile) are on
 unless ``enforce_eager=True``. Prompts are tokenized here with the model's ``tokenizer.json`` exactly as the embedded
@@ -95,6 +96,11 @@ def engine_kwargs(config: EngineConfig, model: Path | str, draft: Path | str | N
     elif config.speculation in ("ngram", "ngram_gpu"):
         kw["speculative_config"] = {"method": config.speculation, "num_speculative_tokens": k,
                                     "prompt_lookup_min": config.ngram_min, "prompt_lookup_max": config.ngram_max}
+    elif config.speculation == "suffix":
+        check_suffix_decoding()
+        # vLLM drafts up to k tokens per step where the suffix trees (this prompt's, and the answers vLLM served
+        # before: 10000 cached requests) are confident, none where they are not
+        kw["speculative_config"] = {"method": "suffix", "num_speculative_tokens": k}
     elif config.speculation == "draft+ngram":
         raise ValueError("the vLLM backend runs one proposer per engine: use speculation='draft' or 'ngram' "
                          "('draft+ngram' is the embedded backend's)")
@@ -125,6 +131,21 @@ def check_quantization(method: str, setting: str, capability: tuple[int, int] | 
             raise ValueError(f"{setting}={method!r} needs fp8 tensor cores (compute capability 8.9+, Ada/Hopper); "
                              f"this GPU has {capability[0]}.{capability[1]}")
     return method
+
+
+def check_suffix_decoding() -> None:
+    """vLLM's suffix decoding imports ``arctic_inference.suffix_decoding``; without it, ValueError before the engine
+    starts (vLLM would fail after loading the target, and names a release without that module)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("arctic_inference.suffix_decoding") is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        raise ValueError("speculation='suffix' needs arctic_inference.suffix_decoding (PyPI arctic-inference 0.3.0, "
+                         "the release built for vLLM 0.26; its wheel-less sdist builds the suffix tree alone with "
+                         "`bash bench/vllm/arctic_suffix.sh`, then put .whl/site on PYTHONPATH)")
 
 
 def check_eagle3_drafter(folder: Path | str, weights: bool = True) -> None:

@@ -8,9 +8,9 @@ from completer.tune import candidates, choose
 def test_candidates_per_backend():
     torch_c = candidates("torch", [2, 4], "house:draft", "house:eagle3")
     assert {"none", "draft k=2", "ngram k=4", "draft+ngram k=2", "draft adaptive"} <= set(torch_c)
-    assert not any(n.startswith(("eagle3", "ngram_gpu")) for n in torch_c)       # vLLM-only methods
+    assert not any(n.startswith(("eagle3", "ngram_gpu", "suffix")) for n in torch_c)       # vLLM-only methods
     vllm_c = candidates("vllm", [3], None, "house:eagle3")
-    assert set(vllm_c) == {"none", "eagle3 k=3", "ngram k=3", "ngram_gpu k=3"}
+    assert set(vllm_c) == {"none", "eagle3 k=3", "ngram k=3", "ngram_gpu k=3", "suffix k=3"}
     assert vllm_c["eagle3 k=3"] == {"speculation": "eagle3", "num_speculative_tokens": 3}
 
 
@@ -215,3 +215,15 @@ def test_a_dflash_drafter_is_measured_at_the_k_its_blocks_were_trained_for(tmp_p
                                                                  "causal": True}}))
     assert sorted(k for k in candidates("vllm", [2, 3, 6], None, None, str(d)) if k.startswith("dflash")) == \
         ["dflash k=2", "dflash k=3", "dflash k=4"]
+
+
+def test_summary_of_fresh_rounds_takes_every_request_once():
+    """With new prompts in every round there is no per-prompt median: medians / p95 over every request."""
+    from completer.tune import Run, summarise
+
+    rounds = [[Run(0.1, [1, 2], "ab"), Run(0.4, [3], "c")], [Run(0.2, [4, 5, 6, 7], "defg"), Run(0.3, [8], "h")]]
+    s = summarise(rounds, {}, {}, fresh=True)
+    assert s["latency_p50_ms"] == 250.0                             # median of 100, 400, 200, 300 ms
+    assert abs(s["tokens_per_s_p50"] - (10 / 3 + 20) / 2) < 1e-9      # median of 20, 2.5, 20, 3.33 tokens/s
+    assert s["aggregate_tokens_per_s"] == 8 / 1.0
+    assert s["outputs"] == [["ab", "c"], ["defg", "h"]] and s["same_output_every_round"] is None

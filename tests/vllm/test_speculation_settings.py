@@ -2,6 +2,7 @@
 arguments, and a wrong value is a ValueError naming the setting before any engine starts."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -75,6 +76,22 @@ def test_ngram_gpu_keeps_the_lookup_bounds():
                                         "prompt_lookup_min": 2, "prompt_lookup_max": 5}
 
 
+def test_suffix_decoding_needs_arctic_inference_before_the_engine_starts(monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if not (Path(p) / "arctic_inference").exists()])
+    monkeypatch.delitem(sys.modules, "arctic_inference", raising=False)
+    with pytest.raises(ValueError, match="arctic_suffix.sh"):
+        engine_kwargs(cfg(speculation="suffix", num_speculative_tokens=8), "/m/t")
+    # what bench/vllm/arctic_suffix.sh lays out: the package with its suffix_decoding module
+    (tmp_path / "arctic_inference" / "suffix_decoding").mkdir(parents=True)
+    (tmp_path / "arctic_inference" / "__init__.py").write_text("")
+    (tmp_path / "arctic_inference" / "suffix_decoding" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    kw = engine_kwargs(cfg(speculation="suffix", num_speculative_tokens=8), "/m/t")
+    assert kw["speculative_config"] == {"method": "suffix", "num_speculative_tokens": 8}
+
+
 def test_quantization_of_target_and_draft_and_draft_placement(drafter):
     kw = engine_kwargs(cfg(speculation="eagle3", quantization="fp8", draft_quantization="fp8", tensor_parallel_size=2,
                            draft_tensor_parallel_size=1), "/m/t", drafter)
@@ -94,6 +111,7 @@ def test_fp8_on_a_gpu_without_fp8_tensor_cores_is_refused():
 @pytest.mark.parametrize("settings,match", [
     (dict(backend="torch", speculation="eagle3"), "vLLM backend's"),
     (dict(backend="torch", speculation="ngram_gpu"), "vLLM backend's"),
+    (dict(backend="torch", speculation="suffix"), "vLLM backend's"),
     (dict(backend="vllm", model="/m/7b", speculation="eagle3", drafter=None), "needs drafter"),
     (dict(backend="torch", speculation="dflash"), "vLLM backend's"),
     (dict(backend="vllm", speculation="dflash"), "needs drafter .*EAGLE-3 one"),      # house v2's drafter is EAGLE-3

@@ -2,8 +2,8 @@
 // {"engine": {...EngineConfig fields...}, "maxTokens": N, "debounceMs": N}). No `vscode` import: unit-tested in node.
 
 // The server's engine settings (completer/engine/config.py; tests/editors/test_vscode.py checks these lists against it).
-export const SPECULATION = ['auto', 'none', 'draft', 'ngram', 'draft+ngram', 'eagle3', 'dflash', 'ngram_gpu'] as const;
-export const VLLM_ONLY_SPECULATION = ['eagle3', 'dflash', 'ngram_gpu'];
+export const SPECULATION = ['auto', 'none', 'draft', 'ngram', 'draft+ngram', 'eagle3', 'dflash', 'ngram_gpu', 'suffix'] as const;
+export const VLLM_ONLY_SPECULATION = ['eagle3', 'dflash', 'ngram_gpu', 'suffix'];
 export const BACKENDS = ['torch', 'vllm'] as const;
 /** Every EngineConfig field. The ones with their own `completer.*` setting are ENGINE_SETTINGS' values; the rest
  * (quantization, threads, tensor_parallel_size, ...) go in the `completer.engine` object, snake_case as the server

@@ -42,7 +42,7 @@ test('--tcp names where to connect; --ws and a --tcp without a fixed port are re
 
 test('bad settings are refused with the setting named', () => {
   const cases: [Record<string, unknown>, RegExp][] = [
-    [{ speculation: 'fast' }, /completer\.speculation: expected one of auto, none, draft, ngram, draft\+ngram, eagle3, dflash, ngram_gpu/],
+    [{ speculation: 'fast' }, /completer\.speculation: expected one of auto, none, draft, ngram, draft\+ngram, eagle3, dflash, ngram_gpu, suffix/],
     [{ numSpeculativeTokens: 0 }, /completer\.numSpeculativeTokens/],
     [{ numSpeculativeTokens: 33 }, /completer\.numSpeculativeTokens/],
     [{ numSpeculativeTokens: 2.5 }, /completer\.numSpeculativeTokens/],
@@ -85,6 +85,7 @@ test('vLLM speculation (eagle3 with its drafter, ngram_gpu) and the engine objec
   const cases: [Record<string, unknown>, RegExp][] = [
     [{ speculation: 'eagle3' }, /completer\.speculation: "eagle3" needs completer\.backend "vllm"/],
     [{ speculation: 'ngram_gpu' }, /completer\.speculation: "ngram_gpu" needs completer\.backend "vllm"/],
+    [{ speculation: 'suffix' }, /completer\.speculation: "suffix" needs completer\.backend "vllm"/],
     [{ backend: 'vllm', speculation: 'dflash' }, /completer\.drafter: speculation "dflash" needs a DFlash drafter folder/],
     [{ backend: 'vllm', speculation: 'eagle3', model: '/m/7b', drafter: null },
      /completer\.drafter: speculation "eagle3" needs a drafter: none ships for \/m\/7b; train one with `completer train-drafter --target \/m\/7b --out DIR`/],

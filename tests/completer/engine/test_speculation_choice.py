@@ -106,3 +106,18 @@ def test_tune_measures_editor_and_fixed_requests_on_the_same_engines(cache, tiny
     assert "fixed requests" in printed and "editor requests (the choice is made on these)" in printed
     with pytest.raises(SystemExit):
         tune_main(["--requests", "editor,blocks", "--n", "1"])
+
+
+def test_fresh_rounds_give_every_round_prompts_of_its_own(tiny_pair):
+    """--fresh-rounds (on whenever suffix decoding is a candidate, which drafts from the answers it served): round r
+    runs the r-th share of the requests, so no engine sees a prompt twice; medians are over every request."""
+    from completer.engine.base import Request
+    from completer.tune import measure
+
+    target, draft = map(str, tiny_pair)
+    config = EngineConfig(model=target, draft=draft, device="cpu", speculation="none")
+    qs = [Request("p", f"def f{i}(x{i}, y):\n    return x{i} +", max_new_tokens=4) for i in range(4)]
+    once = asyncio.run(measure({"none": config}, {"fixed": qs}, 1, lambda *a: None))["none"]["fixed"]
+    fresh = asyncio.run(measure({"none": config}, {"fixed": qs}, 2, lambda *a: None, fresh=True))["none"]["fixed"]
+    assert fresh["outputs"] == [once["outputs"][0][:2], once["outputs"][0][2:]]
+    assert fresh["rounds"] == 2 and fresh["same_output_every_round"] is None
