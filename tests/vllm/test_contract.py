@@ -1,5 +1,7 @@
 """The shared engine contract (tests/helpers/engine_contract.py) on the vLLM backend with the house pair (GPU only)."""
 
+import importlib.util
+
 import pytest
 
 from completer import healing
@@ -14,6 +16,24 @@ async def test_greedy_speculation_is_lossless(make_engine, speculation, k):
     assert len(counters["draft_per_position"]) == k, counters
     if speculation == "draft":   # a trained draft of the same data is right some of the time, not always
         assert 0 < counters["accepted_tokens"] < counters["draft_tokens"], counters
+
+
+async def test_suffix_decoding_is_lossless_and_drafts_an_answer_it_served_before(make_engine):
+    """speculation="suffix": vLLM's suffix decoding (arctic-inference's suffix tree, bench/vllm/arctic_suffix.sh)
+    keeps greedy output, and a request whose answer it served before has that answer drafted from memory."""
+    if importlib.util.find_spec("arctic_inference") is None:
+        pytest.skip("arctic_inference is not installed (bash bench/vllm/arctic_suffix.sh builds it)")
+    await contract.check_greedy_speculation_lossless(make_engine, "suffix", 8)
+    spec = make_engine(speculation="suffix", num_speculative_tokens=8)
+    try:
+        first = await contract.collect(spec, Request("a", contract.PROMPTS[0], max_new_tokens=24))
+        before = spec.counters()
+        again = await contract.collect(spec, Request("b", contract.PROMPTS[0], max_new_tokens=24))
+        after = spec.counters()
+    finally:
+        await spec.close()
+    assert again == first and len(again[1]) > 8
+    assert after["accepted_tokens"] - before["accepted_tokens"] >= len(again[1]) // 2, (before, after)
 
 
 @pytest.mark.parametrize("speculation", ["none", "draft"])
