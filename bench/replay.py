@@ -231,7 +231,8 @@ def counters_diff(before: dict | None, after: dict | None) -> dict:
             out[k] = v - (b if isinstance(b, (int, float)) else 0)
         elif isinstance(v, list) and all(isinstance(x, (int, float)) for x in v):
             bl = b if isinstance(b, list) else []
-            out[k] = [x - (bl[i] if i < len(bl) else 0) for i, x in enumerate(v)]
+            out[k] = [x - (bl[i] if i < len(bl) and isinstance(bl[i], (int, float)) else 0)
+                      for i, x in enumerate(v)]
     return out
 
 

@@ -127,3 +127,15 @@ def test_house_info_is_the_pair_that_ran():
     assert replay.houses_used([{"options": {}}], {"engine": {}}) == v2        # nothing reported: the default
     both = replay.houses_used(ran + [{"engine_config": {"model": "house:v2/target"}}], {})
     assert both == {"house:target": v1, "house:v2/target": v2}
+
+
+def test_engine_counters_diff_reads_an_unset_position_as_zero():
+    """The vLLM engine's per-position lists may hold None where nothing was counted yet (suffix decoding drafts a
+    varying number of tokens): the replay's counter difference treats it as zero instead of failing at the end of
+    a replay (2026-12-05b, the first suffix replay on the H200)."""
+    from bench.replay import counters_diff
+
+    before = {"draft_per_position": [3, None], "drafts": 3, "name": "x"}
+    after = {"draft_per_position": [7, 2], "drafts": 9, "name": "x"}
+    assert counters_diff(before, after) == {"draft_per_position": [4, 2], "drafts": 6}
+    assert counters_diff(None, {"drafts": 1}) == {"drafts": 1} and counters_diff({"drafts": 1}, None) == {}
