@@ -9,6 +9,7 @@
 # Issue 15 (house v2; what one part leaves in runs/ stays for the next call while the machine is warm):
 #   bash bench/vllm/device.sh train-dflash         # a DFlash drafter -> runs/dflash (+ $OUT/vllm/dflash.tar); carry .corpus
 #   bash bench/vllm/device.sh tune                 # completer tune, editor + fixed requests, choices -> runs/tune
+#                                                  # (with runs/dflash or DFLASH=folder when present)
 #   bash bench/vllm/device.sh lsp-auto             # websocket replay: none against what tune chose (runs/tune)
 #   LSP_STAGES=house-v2-none,house-v2-suffix bash bench/vllm/device.sh lsp-auto   # or against given stages
 # suffix decoding (TUNE_ONLY="suffix k=8,..."; stage house-v2-suffix) needs .whl/site from bench/vllm/arctic_suffix.sh
@@ -50,9 +51,11 @@ for part in "$@"; do
            echo "train-dflash rc=$?"; tr '\r' '\n' < "$O/train.log" | grep -v "^\s*$" | tail -6
            tar -cf "$O/dflash.tar" runs/dflash ;;
     tune)  needs_vllm tune || continue
+           # a DFlash folder only when there is one (2026-12-05b: tune refused a --dflash folder that was not carried)
+           DFLASH_ARG=(); d=${DFLASH:-$PWD/runs/dflash}; [ -f "$d/config.json" ] && DFLASH_ARG=(--dflash "$d")
            # the shipped EAGLE-3 drafter against DFlash (runs/dflash, or DFLASH=folder), both request shapes
            COMPLETER_TUNE_DIR=$PWD/runs/tune timeout "${TUNE_S:-560}" "${TUNE[@]}" --backend vllm --model house:v2/target \
-             --dflash "${DFLASH:-$PWD/runs/dflash}" --ks "${TUNE_KS:-2,3,6}" --only "${TUNE_ONLY:-eagle3 k=2,dflash k=3,dflash k=6}" \
+             ${DFLASH_ARG[@]+"${DFLASH_ARG[@]}"} --ks "${TUNE_KS:-2,3,6}" --only "${TUNE_ONLY:-eagle3 k=2,dflash k=3,dflash k=6}" \
              --requests editor,fixed --n "${TUNE_N:-24}" --rounds "${TUNE_ROUNDS:-4}" --out "$O/tune.json" > "$O/tune.log" 2>&1
            echo "tune rc=$?"; grep -v "EngineCore\|^INFO\|^WARNING\|^(EngineCore" "$O/tune.log" | tail -30
            tar -cf "$O/tune-choices.tar" runs/tune ;;
