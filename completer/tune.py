@@ -22,6 +22,10 @@ on editor requests at house scale on the H200 tune chose none, or eagle3 k=2 at 
 ``--requests editor,fixed`` both, on the same engines in the same rounds (on vLLM an engine start is 50-120 s, the
 cost of a tune): a table and a best configuration for each, the choice saved from the first.
 
+vLLM's suffix decoding (``suffix k=K``) drafts from the answers its engine served before as well as from the prompt,
+so a prompt repeated in a later round would be drafted from memory: with it among the candidates (or with
+``--fresh-rounds``) every round gets prompts of its own and the figures are medians over every request.
+
 Saves the result (JSON: the winning engine settings and the whole table) where an engine with
 ``speculation="auto"`` (the default) finds it for these models (``completer/engine/choice.py``), also to ``--out``
 if given, and prints the table.
