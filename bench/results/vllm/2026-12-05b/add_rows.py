@@ -2,24 +2,17 @@
 the shipped EAGLE-3 drafter at k=2 and suffix decoding at k=8, engines side by side, 3 rounds interleaved, new
 prompts every round (suffix decoding is a candidate). Run from the project root:
 python bench/results/vllm/2026-12-05b/add_rows.py (replaces its own rows)"""
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
-from bench.vllm.summary import tune_rows  # noqa: E402
+from bench.vllm.summary import add_tune_runs  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-SUMMARY = HERE.parent / "speculation_summary.json"
-SOURCE = "2026-12-05b/call3/tune.json"
 RULE = "first round, every prompt new to the engine (fresh rounds, ee09362)"
 
-rows = [{**r, "engines": "side by side, interleaved", "machine": "1x H200",
-         **({"suffix_decoding": "arctic-inference 0.3.0 suffix tree (bench/vllm/arctic_suffix.sh), vLLM V1 runner, "
-                                "no async scheduling"} if r["method"] == "suffix" else {})}
-        for r in tune_rows(json.loads((HERE / "call3/tune.json").read_text()), SOURCE, RULE)]
-old = json.loads(SUMMARY.read_text())
-SUMMARY.write_text(json.dumps([r for r in old if r.get("source") != SOURCE] + rows, indent=1) + "\n")
+rows = add_tune_runs(HERE.parent / "speculation_summary.json", [("2026-12-05b/call3/tune.json", RULE)],
+                     engines="side by side, interleaved", machine="1x H200")
 for r in rows:
     print(r["requests"], r["method"], r["k"], f'{r["speedup_vs_none"]:.2f}x', f'{r["tokens_per_step"]:.2f} tok/step',
           f'p50/p95 {r["latency_p50_ms"]:.0f}/{r["latency_p95_ms"]:.0f} ms',
