@@ -342,11 +342,12 @@ async def run(args) -> int:
     # suffix decoding drafts from the answers its engine served before: a prompt repeated in a later round would be
     # drafted from memory, so with it among the candidates every round gets prompts of its own
     fresh = rounds > 1 and (args.fresh_rounds or any(c.get("speculation") == "suffix" for c in cands.values()))
-    requests = {shape: sample_requests(args, folder, tokenizer, shape, rounds if fresh else 1) for shape in shapes}
+    sets = rounds if fresh else 1                   # prompt sets sampled: one per round when fresh
+    requests = {shape: sample_requests(args, folder, tokenizer, shape, sets) for shape in shapes}
     described = []
     for shape, qs in requests.items():
         most = max(q.max_new_tokens for q in qs)
-        described.append(f"{len(qs) // (rounds if fresh else 1)} {shape} requests (" + (
+        described.append(f"{len(qs) // sets} {shape} requests (" + (
             f"stops, up to {most} new tokens)" if any(q.stop for q in qs) else f"{most} new tokens each)"))
     print(f"tuning {len(cands)} configurations on {' and '.join(described)}, {rounds} round(s)" +
           (", new prompts every round" if fresh else ""), flush=True)
@@ -417,12 +418,12 @@ async def run(args) -> int:
               "machine": {"platform": platform.platform(),
               "processor": platform.processor(), "python": sys.version.split()[0]},
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "prompts": len(requests[shape]) // (rounds if fresh else 1), "fresh_rounds": fresh,
+              "prompts": len(requests[shape]) // sets, "fresh_rounds": fresh,
               "requests": shape, "max_new_tokens": max(q.max_new_tokens for q in requests[shape]),
               "min_gain": args.min_gain, "winner": winner, "settings": {**common, **table[winner]["settings"]},
               "table": table}
     if len(shapes) > 1:                  # every shape's own table and winner, the same engines and rounds
-        result["by_requests"] = {s: {"prompts": len(requests[s]) // (rounds if fresh else 1), "max_new_tokens": max(
+        result["by_requests"] = {s: {"prompts": len(requests[s]) // sets, "max_new_tokens": max(
             q.max_new_tokens for q in requests[s]), "winner": winners[s], "table": by_shape[s]} for s in shapes}
         result["chosen_on"] = shape
     text = json.dumps(result, indent=1) + "\n"
