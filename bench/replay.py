@@ -221,11 +221,17 @@ def right(ghost: str, before: str, final: str) -> bool:
 
 
 def counters_diff(before: dict | None, after: dict | None) -> dict:
+    """What a counters snapshot counted between ``before`` and ``after``: numbers and per-position lists subtracted;
+    an engine's acceptance ratios derived again from the subtracted counts (``with_acceptance``)."""
+    from completer.engine.base import with_acceptance
+
     if not after:
         return {}
     before = before or {}
     out = {}
     for k, v in after.items():
+        if k in ("acceptance_rate", "acceptance_per_position"):
+            continue                                   # ratios: derived below from the counts, not subtracted
         b = before.get(k)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             out[k] = v - (b if isinstance(b, (int, float)) else 0)
@@ -233,7 +239,7 @@ def counters_diff(before: dict | None, after: dict | None) -> dict:
             bl = b if isinstance(b, list) else []
             out[k] = [x - (bl[i] if i < len(bl) and isinstance(bl[i], (int, float)) else 0)
                       for i, x in enumerate(v)]
-    return out
+    return with_acceptance(out) if "draft_tokens" in out and "accepted_tokens" in out else out
 
 
 async def run_config(name: str, options: dict, traces: list[tuple[str, tr.Trace]], args, tick) -> dict:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from completer.engine import Request
+from completer.engine.base import with_acceptance
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,10 +73,8 @@ def counters_delta(after: dict, before: dict) -> dict:
                                            "prompt_tokens", "cached_prompt_tokens")}
     d["draft_per_position"] = sub(after["draft_per_position"], before["draft_per_position"])
     d["accepted_per_position"] = sub(after["accepted_per_position"], before["accepted_per_position"])
-    d["acceptance_per_position"] = [a / p if p else None for a, p in
-                                    zip(d["accepted_per_position"], d["draft_per_position"])]
+    with_acceptance(d)
     drafts = d["draft_per_position"][0] if d["draft_per_position"] else 0
-    d["acceptance_rate"] = d["accepted_tokens"] / d["draft_tokens"] if d["draft_tokens"] else None
     d["mean_tokens_per_step"] = 1 + d["accepted_tokens"] / drafts if drafts else 1.0
     return d
 

@@ -89,12 +89,17 @@ class Counters:
         self.accepted_tokens += accepted
 
     def snapshot(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["acceptance_rate"] = self.accepted_tokens / self.draft_tokens if self.draft_tokens else None
-        d["acceptance_per_position"] = [
-            a / p if p else None for a, p in zip(self.accepted_per_position, self.draft_per_position)
-        ]
-        return d
+        return with_acceptance(dataclasses.asdict(self))
+
+
+def with_acceptance(d: dict) -> dict:
+    """``d`` (the counts of :class:`Counters`, or a difference of two snapshots' counts) with the ratios derived from
+    them: ``acceptance_rate`` and ``acceptance_per_position`` (None where nothing was drafted). Ratios are derived
+    from counts, never subtracted: the difference of two ratios is no ratio."""
+    d["acceptance_rate"] = d["accepted_tokens"] / d["draft_tokens"] if d.get("draft_tokens") else None
+    d["acceptance_per_position"] = [a / p if p else None for a, p in
+                                    zip(d.get("accepted_per_position") or [], d.get("draft_per_position") or [])]
+    return d
 
 
 @runtime_checkable
