@@ -119,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "tune":
         from .tune import main as tune_main
         return tune_main(argv[1:]) or 0
+    if argv and argv[0] == "twin":
+        from .training.twin import main as twin_main
+        return twin_main(argv[1:]) or 0
     if argv and argv[0] == "train-drafter":
         from .models.drafter import main as drafter_main
         return drafter_main(argv[1:]) or 0
@@ -151,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("tune", help="measure each speculation method and k here and write the winning settings")
     sub.add_parser("train-drafter", help="train an EAGLE-3 (or, --method dflash, a DFlash) drafter for a target "
                    "model (see completer.models.drafter)")
+    sub.add_parser("twin", help="write the cost twin of a house model, its drafter and draft at a 7B shape "
+                   "(see completer.training.twin)")
     args = p.parse_args(argv)
     try:
         return asyncio.run(complete(args))
