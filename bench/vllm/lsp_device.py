@@ -27,6 +27,9 @@ Stages (run in the order given, each skipped when less than its estimate is left
 - ``house-v2-none`` / ``house-v2-auto`` (issue 15): the same replay on house v2 (the default pair), no speculation /
   ``speculation="auto"``: what ``completer tune`` saved for it on this machine (run tune first in the same call, with
   the same ``COMPLETER_TUNE_DIR``); vLLM's start lines in the server log show the speculative config it ran.
+- ``twin-none`` / ``twin-auto`` (issue 32): the same replay on the 7B cost twin of house v2 (``completer twin --shape 7b
+  --out /tmp/completer-dummy-models/twin``: Qwen2.5-Coder-7B's shape, the house model's tokens), no speculation /
+  what ``completer tune`` saved for the twin target (its EAGLE-3 drafter and 0.5B draft twin given).
 - ``house-v2-suffix``: the same replay with suffix decoding (``speculation="suffix"``, k = ``SUFFIX_K``, 8): drafts
   from the prompt and from the answers served before, which while a line is typed are mostly the same text.
 
@@ -65,7 +68,8 @@ GPU_UTIL = 0.4
 REPLAYS = {"full": {"earlyAnswer": False}, "first-line": {"earlyAnswer": True}}
 ESTIMATE_S = {"lsp-7b-bf16": 200, "lsp-7b-fp8": 200, "dummy": 200, "load": 150, "house-none": 110,
               "house-eagle3-k2": 110, "kill9": 60, "heal-repro": 100, "lines-7b-bf16": 170, "lines-7b-fp8": 170,
-              "house-v2-none": 110, "house-v2-auto": 110, "house-v2-suffix": 110}
+              "house-v2-none": 110, "house-v2-auto": 110, "house-v2-suffix": 110, "twin-none": 200, "twin-auto": 200}
+TWIN = MODELS / "twin"                                      # completer twin --shape 7b --out here
 WARM_DOC = "import os\n\n\ndef read_config(path):\n    with open(path) as f:\n        \n"
 
 
@@ -83,6 +87,10 @@ def engine_for(stage: str) -> dict:
                 "num_speculative_tokens": 2, "gpu_memory_utilization": GPU_UTIL}
     if stage in ("house-v2-none", "house-v2-auto"):   # auto: what `completer tune` saved for it (COMPLETER_TUNE_DIR)
         return {"backend": "vllm", "model": "house:v2/target", "speculation": stage.rpartition("-")[2],
+                "gpu_memory_utilization": GPU_UTIL}
+    if stage in ("twin-none", "twin-auto"):
+        return {"backend": "vllm", "model": str(TWIN / "target"), "drafter": str(TWIN / "eagle3"),
+                "draft": str(TWIN / "draft"), "speculation": stage.rpartition("-")[2],
                 "gpu_memory_utilization": GPU_UTIL}
     if stage == "house-v2-suffix":
         return {"backend": "vllm", "model": "house:v2/target", "speculation": "suffix",
