@@ -69,7 +69,22 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     house = LlamaForCausalLM.from_pretrained(src_dir, device=args.device, dtype=dtype)
     twin = LlamaForCausalLM.from_pretrained(args.twin, device=args.device, dtype=dtype)
-    rows = []
+    rows: list[dict] = []
+
+    def summary() -> dict:
+        diffs = [r["first_difference"] for r in rows]
+        drifted = [d for d in diffs if d is not None]
+        return {"twin": str(args.twin), "source": source, "twin_shape": twin_cfg["completer_twin"]["shape"],
+                "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(), "dtype": args.dtype,
+                "prompts": len(rows), "tokens": args.tokens, "identical": len(rows) - len(drifted),
+                "first_difference_median_of_drifted": statistics.median(drifted) if drifted else None,
+                "first_difference_min": min(drifted) if drifted else None,
+                "tokens_identical_share": sum((d if d is not None else r["generated"]) for d, r in zip(diffs, rows))
+                / max(1, sum(r["generated"] for r in rows)),
+                "prompt_logits_max_rel_diff": max((r["prompt_logits_max_rel_diff"] for r in rows), default=None),
+                "machine": {"cpu": platform.processor() or platform.machine(), "torch": torch.__version__},
+                "seconds": round(time.time() - t0, 1), "rows": rows}
+
     for i, p in enumerate(prompts):
         x = torch.tensor([p], device=args.device)
         with torch.no_grad():
@@ -83,21 +98,10 @@ def main(argv: list[str] | None = None) -> int:
                      "prompt_logits_max_rel_diff": rel, "prompt_top1_agreement": same_top})
         print(f"[{i + 1}/{len(prompts)}] first difference at {d} of {len(g_house)}; prompt logits rel diff "
               f"{rel:.2e}; {time.time() - t0:.0f} s", file=sys.stderr)
-    diffs = [r["first_difference"] for r in rows]
-    drifted = [d for d in diffs if d is not None]
-    summary = {"twin": str(args.twin), "source": source, "twin_shape": twin_cfg["completer_twin"]["shape"],
-               "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(), "dtype": args.dtype,
-               "prompts": len(rows), "tokens": args.tokens, "identical": len(rows) - len(drifted),
-               "first_difference_median_of_drifted": statistics.median(drifted) if drifted else None,
-               "first_difference_min": min(drifted) if drifted else None,
-               "tokens_identical_share": sum((d if d is not None else r["generated"]) for d, r in zip(diffs, rows))
-               / max(1, sum(r["generated"] for r in rows)),
-               "prompt_logits_max_rel_diff": max(r["prompt_logits_max_rel_diff"] for r in rows),
-               "machine": {"cpu": platform.processor() or platform.machine(), "torch": torch.__version__},
-               "seconds": round(time.time() - t0, 1), "rows": rows}
-    print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
-    if args.out:
-        Path(args.out).write_text(json.dumps(summary, indent=1) + "\n")
+        if args.out:                                 # after each prompt: a run cut short keeps what it measured
+            Path(args.out).write_text(json.dumps(summary(), indent=1) + "\n")
+    out = summary()
+    print(json.dumps({k: v for k, v in out.items() if k != "rows"}, indent=1))
     return 0
 
 
