@@ -38,7 +38,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bench.lspclient import Server, frame, open_ws
+from lsp.client import Server, frame, open_ws
 from completer.models import resolve_model
 from completer.stats import nearest_rank as pct
 

@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench import trace as tr
-from bench.lspclient import Client, RpcError, Server
+from lsp.client import Client, RpcError, Server
 
 HERE = Path(__file__).resolve().parent
 CONFIGS: dict[str, dict] = {

@@ -172,7 +172,7 @@ def make_engine(args):
     if config.backend != "vllm":
         return create_engine(config)
     from common import engine_overrides
-    from completer.engine.vllm_engine import VLLMEngine
+    from completer.engine.vllm.engine import VLLMEngine
 
     return VLLMEngine(config, **engine_overrides(max_model_len=4096))
 

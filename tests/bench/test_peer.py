@@ -1,4 +1,4 @@
-"""bench/peer.py and bench/gguf_write.py: the GGUF written for llama.cpp holds the model's own weights and
+"""bench/peer.py and completer/training/gguf_write.py: the GGUF written for llama.cpp holds the model's own weights and
 config (read back with the project's GGUF loader), and the side-by-side benchmark runs end to end (tiny pair,
 torch rows only: llama.cpp is an optional extra that CI does not build)."""
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bench import peer
-from bench.gguf_write import write_gguf
+from completer.training.gguf_write import write_gguf
 from completer.models.llama import LlamaForCausalLM
 
 

@@ -1,11 +1,11 @@
-"""bench.lspclient.Server keeps what a ws/tcp server prints on stdout in its log, beside stderr: vLLM's engine core
+"""lsp.client.Server keeps what a ws/tcp server prints on stdout in its log, beside stderr: vLLM's engine core
 logged its fatal traceback to stdout and the 2026-12-03b device run lost it (stdout went to /dev/null)."""
 
 from __future__ import annotations
 
 import sys
 
-from bench.lspclient import Server
+from lsp.client import Server
 
 FAKE = ("import sys, time\n"
         "print('engine core traceback on stdout', flush=True)\n"
