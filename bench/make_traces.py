@@ -29,7 +29,7 @@ import math
 import random
 from pathlib import Path
 
-from bench import trace as tr
+from lsp import trace as tr
 
 IKI_MEAN_MS, IKI_SD_MS = 238.66, 111.60       # Dhakal et al. 2018, per-participant mean IKI
 IKI_SIGMA = 0.45

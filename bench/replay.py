@@ -31,7 +31,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import trace as tr
+from lsp import trace as tr
 from lsp.client import Client, RpcError, Server
 
 HERE = Path(__file__).resolve().parent
