@@ -39,7 +39,10 @@ from completer.engine.torch.engine import TorchEngine
 from completer.prompt import fim_prompt
 from completer.stats import nearest_rank
 
-from bench import record
+try:
+    from bench import record
+except ImportError:                 # run as a file (python bench/speculation.py): bench/ is on sys.path
+    import record
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
