@@ -29,13 +29,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from completer.models import corpus, resolve_model  # noqa: E402
+from completer.models import resolve_model  # noqa: E402
 from completer.models.llama import LlamaForCausalLM  # noqa: E402
-
-try:
-    from completer.training.drafter import _fim_prompts, greedy_continuation  # noqa: E402
-except ImportError:                                                   # before the move of issue 33
-    from completer.models.drafter import _fim_prompts, greedy_continuation  # noqa: E402
+from completer.training import corpus  # noqa: E402
+from completer.training.drafter import _fim_prompts, greedy_continuation  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 

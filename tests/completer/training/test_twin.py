@@ -16,12 +16,8 @@ import torch
 from completer.cli import main as cli_main
 from completer.models import HOUSE_DIR, resolve_model
 from completer.models.llama import LlamaForCausalLM
+from completer.training.drafter import Eagle3Drafter, greedy_continuation, target_features
 from completer.training.twin import PRESETS, Padder, Shape, parse_shape, source_shape
-
-try:
-    from completer.training.drafter import Eagle3Drafter, greedy_continuation, target_features
-except ImportError:                                     # before the training code moved (issue 33)
-    from completer.models.drafter import Eagle3Drafter, greedy_continuation, target_features
 
 TARGET_SHAPE = "hidden=640,layers=16,heads=10,kv_heads=2,head_dim=128,mlp=1536"
 DRAFT_SHAPE = "hidden=256,layers=8,heads=6,kv_heads=2,mlp=768"        # head dim stays 64: no rope change
