@@ -240,7 +240,7 @@ def _zero_layer(p: Padder, pre: str, bias: bool, dtype: torch.dtype) -> dict[str
 
 
 def twin_drafter_tensors(state: dict[str, torch.Tensor], cfg: dict, p: Padder, target_src: int, target_dst: int):
-    """(name, tensor) of an EAGLE-3 drafter (``completer.models.drafter`` / vLLM's ``LlamaForCausalLMEagle3``
+    """(name, tensor) of an EAGLE-3 drafter (``completer.training.drafter`` / vLLM's ``LlamaForCausalLMEagle3``
     layout) padded to the twin target's width: fc over len(aux) × ``target_dst`` features, the layer over
     2 × hidden inputs (embedding | fc output)."""
     get = _reader(state)
