@@ -7,58 +7,11 @@
 // is the one used. Every input row is computed the same way whatever the
 // number of rows, so a one-token decode and a (k+1)-token verification give the same numbers (lossless speculation
 // relies on it).
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <torch/library.h>
-#include <c10/util/Half.h>
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <vector>
-#include <cstdint>
-#if defined(__AVX512F__) && defined(__F16C__)
-#include <immintrin.h>
-#define COMPLETER_AVX512 1
-#endif
+#include "kernel_common.h"
+
+using namespace completer_kernels;
 
 namespace {
-
-#ifdef COMPLETER_AVX512
-// e^x for x <= 0 (softmax after subtracting the max, and silu's e^-|a|): range reduction by ln 2 and a degree-6
-// polynomial, ~1 ulp; e^x underflows to 0 below -87.
-inline __m512 exp512(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-#endif
-
-// silu(a) * b = a / (1 + e^-a) * b over n values
-void silu_mul(const float* a, const float* b, float* out, int64_t n) {
-  int64_t i = 0;
-#ifdef COMPLETER_AVX512
-  for (; i + 16 <= n; i += 16) {
-    const __m512 av = _mm512_loadu_ps(a + i);
-    const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(av)));   // e^-|a|
-    // sigmoid(a) = 1/(1+e^-a) for a >= 0, e^a/(1+e^a) for a < 0 (no overflow either way)
-    const __m512 sig_pos = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
-    const __m512 sig = _mm512_mask_mul_ps(sig_pos, _mm512_cmp_ps_mask(av, _mm512_setzero_ps(), _CMP_LT_OQ), e,
-                                          sig_pos);
-    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(av, sig), _mm512_loadu_ps(b + i)));
-  }
-#endif
-  for (; i < n; ++i) out[i] = a[i] / (1.0f + std::exp(-a[i])) * b[i];
-}
 
 // Weights are packed by ``pack_f16``: rows in groups of 16, each group stored k-major ([N/16][K][16] halves), so one
 // 32-byte load is weight k of 16 output rows. An output row's sum then runs over k in order in one vector lane, with
@@ -175,30 +128,8 @@ at::Tensor linear_f16(const at::Tensor& x, const at::Tensor& w, int64_t N, const
   TORCH_CHECK(w.dim() == 3 && w.size(2) == LANES && w.is_contiguous() && x.size(-1) == (glu ? 2 : 1) * w.size(1) &&
               w.size(0) * LANES >= N && w.size(0) * LANES < N + LANES, "linear_f16: w from pack_f16");
   const int64_t K = w.size(1), G = w.size(0);
-  at::Tensor xc = x.contiguous();
-  const int64_t M = xc.numel() / (glu ? 2 * K : K);
-  if (glu) {   // x = [gate, up] side by side: the input is silu(gate) * up
-    at::Tensor act = at::empty({M, K}, x.options());
-    for (int64_t m = 0; m < M; ++m)
-      silu_mul(xc.data_ptr<float>() + m * 2 * K, xc.data_ptr<float>() + m * 2 * K + K, act.data_ptr<float>() + m * K, K);
-    xc = act;
-  }
-  if (norm.has_value() && norm->defined()) {
-    const at::Tensor nc = norm->contiguous();
-    TORCH_CHECK(nc.scalar_type() == at::kFloat && nc.numel() == K, "linear_f16: norm [K] float32");
-    at::Tensor xn = at::empty({M, K}, x.options());
-    const float* src = xc.data_ptr<float>();
-    const float* nw = nc.data_ptr<float>();
-    float* dst = xn.data_ptr<float>();
-    for (int64_t m = 0; m < M; ++m) {
-      const float* xr = src + m * K;
-      float ss = 0.f;
-      for (int64_t k = 0; k < K; ++k) ss += xr[k] * xr[k];
-      const float r = 1.f / std::sqrt(ss / static_cast<float>(K) + static_cast<float>(eps));
-      for (int64_t k = 0; k < K; ++k) dst[m * K + k] = (xr[k] * r) * nw[k];
-    }
-    xc = xn;
-  }
+  const at::Tensor xc = prepared_input(x, K, norm, eps, glu);
+  const int64_t M = xc.size(0);
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = N;
   at::Tensor out = at::empty(shape, x.options());
@@ -369,6 +300,23 @@ at::Tensor layer_step(const at::Tensor& x, const at::Tensor& wqkv, int64_t nqkv,
   return linear_f16(gu, wd, nd, c10::nullopt, x1, c10::nullopt, 0.0, true).view(x.sizes());
 }
 
+// layer_step with the weights in GGUF-style blocks (qmatvec.cpp: linear_q); each weight is [w, wd, wm] from
+// pack_q and ``bits`` their widths in the order qkv, o, gate/up, down.
+at::Tensor layer_step_q(const at::Tensor& x, at::TensorList wqkv, int64_t nqkv, const c10::optional<at::Tensor>& bqkv,
+                        at::TensorList wo, int64_t no, at::TensorList wgu, int64_t ngu, at::TensorList wd, int64_t nd,
+                        at::IntArrayRef bits, const at::Tensor& n1, const at::Tensor& n2, double eps,
+                        const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& kc, const at::Tensor& vc,
+                        int64_t start, int64_t H, int64_t Hkv) {
+  TORCH_CHECK(wqkv.size() == 3 && wo.size() == 3 && wgu.size() == 3 && wd.size() == 3 && bits.size() == 4,
+              "layer_step_q: [w, wd, wm] per weight and 4 widths");
+  const auto none = c10::nullopt;
+  const at::Tensor qkv = linear_q(x, wqkv[0], wqkv[1], wqkv[2], nqkv, bits[0], bqkv, none, n1, eps, false);
+  const at::Tensor y = attend(qkv, cos, sin, kc, vc, start, H, Hkv);
+  const at::Tensor x1 = linear_q(y, wo[0], wo[1], wo[2], no, bits[1], none, x, none, 0.0, false);
+  const at::Tensor gu = linear_q(x1, wgu[0], wgu[1], wgu[2], ngu, bits[2], none, none, n2, eps, false);
+  return linear_q(gu, wd[0], wd[1], wd[2], nd, bits[3], none, x1, none, 0.0, true).view(x.sizes());
+}
+
 }  // namespace
 
 TORCH_LIBRARY(completer_kernels, m) {
@@ -376,6 +324,9 @@ TORCH_LIBRARY(completer_kernels, m) {
   m.def("layer_step(Tensor x, Tensor wqkv, int nqkv, Tensor? bqkv, Tensor wo, int no, Tensor wgu, int ngu, Tensor wd, "
         "int nd, Tensor n1, Tensor n2, float eps, Tensor cos, Tensor sin, Tensor(a!) kc, Tensor(b!) vc, int start, "
         "int H, int Hkv) -> Tensor");
+  m.def("layer_step_q(Tensor x, Tensor[] wqkv, int nqkv, Tensor? bqkv, Tensor[] wo, int no, Tensor[] wgu, int ngu, "
+        "Tensor[] wd, int nd, int[] bits, Tensor n1, Tensor n2, float eps, Tensor cos, Tensor sin, Tensor(a!) kc, "
+        "Tensor(b!) vc, int start, int H, int Hkv) -> Tensor");
   m.def("attend(Tensor qkv, Tensor cos, Tensor sin, Tensor(a!) kc, Tensor(b!) vc, int start, int H, int Hkv) -> Tensor");
   m.def("linear_f16(Tensor x, Tensor w, int n, Tensor? bias=None, Tensor? residual=None, Tensor? norm=None, float eps=0.0, bool glu=False) -> Tensor");
 }
@@ -384,5 +335,6 @@ TORCH_LIBRARY_IMPL(completer_kernels, CPU, m) {
   m.impl("pack_f16", &pack_f16);
   m.impl("attend", &attend);
   m.impl("layer_step", &layer_step);
+  m.impl("layer_step_q", &layer_step_q);
   m.impl("linear_f16", &linear_f16);
 }

@@ -133,20 +133,37 @@ def _unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, dim, 2, *w.shape[1:]).swapaxes(2, 1).reshape(w.shape)
 
 
-def read_state_dict(path: str | Path, config: ModelConfig | None = None) -> dict[str, torch.Tensor]:
-    """Every weight of the GGUF file, dequantised to float32, under llama.py's (= Hugging Face's) names."""
+def read_state_dict(path: str | Path, config: ModelConfig | None = None, keep_blocks: bool = False):
+    """Every weight of the GGUF file, dequantised to float32, under llama.py's (= Hugging Face's) names.
+
+    With ``keep_blocks``: ``(state, blocks)``, where ``blocks`` holds the matmul weights as the file's own blocks
+    (name -> ``(u, d, m, bits)``, see ``quant.gguf_blocks``; q/k rows un-permuted as the float32 ones) when every
+    2-D weight is of a type the engine's block kernel reads (Q4_0, Q4_1, Q8_0), else ``{}`` and all of ``state``."""
     from gguf.quants import dequantize
+
+    from .quant import GGUF_BLOCKS, gguf_blocks
 
     reader = _reader(path)
     meta = _meta(reader)
     config = config or config_from_gguf(reader, meta)
     permuted = meta.get("general.architecture") == "llama"
     state: dict[str, torch.Tensor] = {}
+    blocks: dict[str, tuple] = {}
+    matrices = [t for t in reader.tensors if hf_name(t.name) is not None and len(t.shape) == 2]
+    keep = keep_blocks and bool(matrices) and all(t.tensor_type.name in GGUF_BLOCKS for t in matrices)
     for t in reader.tensors:
         name = hf_name(t.name)
         if name is None:
             continue
         shape = tuple(int(d) for d in reversed(t.shape))         # GGUF lists dims innermost first
+        if keep and len(shape) == 2:
+            u, d, m, bits = gguf_blocks(t.data, t.tensor_type.name, *shape)
+            heads = (config.num_attention_heads if ".q_proj." in name
+                     else config.num_key_value_heads if ".k_proj." in name else None)
+            if permuted and heads:
+                u, d, m = (torch.from_numpy(np.ascontiguousarray(_unpermute(a.numpy(), heads))) for a in (u, d, m))
+            blocks[name] = (u, d, m, bits)
+            continue
         try:
             w = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(shape)
         except (NotImplementedError, ValueError) as e:
@@ -156,7 +173,7 @@ def read_state_dict(path: str | Path, config: ModelConfig | None = None) -> dict
         elif permuted and ".k_proj." in name:
             w = _unpermute(w, config.num_key_value_heads)
         state[name] = torch.from_numpy(w if w.flags.writeable else w.copy())   # F32 tensors are read-only maps
-    return state
+    return (state, blocks) if keep_blocks else state
 
 
 def build_tokenizer(reader, meta: dict | None = None):

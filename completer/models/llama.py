@@ -216,6 +216,37 @@ class PackedLinear:
         return None
 
 
+class QuantLinear:
+    """One weight matrix kept in a GGUF file's own 4/8-bit blocks (Q4_0, Q4_1, Q8_0), multiplied by the engine's
+    ``linear_q`` kernel (completer/engine/qmatvec.cpp: llama.cpp's integer dot products, the input rounded to int8
+    per block of 32) at every step, prompts included: the model then holds the file's ~5 bits per weight instead of
+    float32 (SmolLM2-135M: ~100 MB instead of ~800 MB with the fp16 copy), and a decode step streams those bytes.
+    Same call as ``PackedLinear``. ``rows(ids)`` dequantises rows (the embedding lookup of a tied head)."""
+
+    kind = "gguf"
+
+    def __init__(self, blocks: tuple[torch.Tensor, torch.Tensor, torch.Tensor, int], bias: torch.Tensor | None,
+                 kernels):
+        from .quant import pack_q
+        u, d, m, self.bits = blocks
+        self.out_features, self.in_features = u.shape
+        self._kernels = kernels
+        self._packed = pack_q(u, d, m, self.bits)
+        self._bias = None if bias is None else bias.detach().float().contiguous()
+
+    def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None,
+                 norm: RMSNorm | None = None, glu: bool = False) -> torch.Tensor:
+        if norm is None:
+            return self._kernels.linear_q(x, *self._packed, self.out_features, self.bits, self._bias, residual,
+                                          None, 0.0, glu)
+        return self._kernels.linear_q(x, *self._packed, self.out_features, self.bits, self._bias, residual,
+                                      norm.weight, norm.eps, glu)
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        from .quant import unpack_rows
+        return unpack_rows(*self._packed, self.bits, ids.reshape(-1)).view(*ids.shape, self.in_features)
+
+
 class Attention(nn.Module):
     def __init__(self, c: ModelConfig):
         super().__init__()
@@ -321,6 +352,12 @@ class DecoderLayer(nn.Module):
         if step.packed and cache is not None and shape[0] == 1 and n1.eps == n2.eps:
             (q, o), (gu, d) = attn.packed, mlp.packed
             ops = q._kernels
+            if isinstance(q, QuantLinear) and attn.c.head_dim % 16 == 0:   # the same with GGUF's blocks
+                return ops.layer_step_q(x, q._packed, q.out_features, q._bias, o._packed, o.out_features,
+                                        gu._packed, gu.out_features, d._packed, d.out_features,
+                                        [q.bits, o.bits, gu.bits, d.bits], n1.weight, n2.weight, n1.eps,
+                                        step.cos, step.sin, cache.k[layer, 0], cache.v[layer, 0], step.start,
+                                        attn.c.num_attention_heads, attn.c.num_key_value_heads)
             if ops is not None and attn.c.head_dim % 16 == 0:   # the whole layer in one kernel call
                 return ops.layer_step(x, q._packed, q.out_features, q._bias, o._packed, o.out_features, gu._packed,
                                       gu.out_features, d._packed, d.out_features, n1.weight, n2.weight, n1.eps,
@@ -372,8 +409,9 @@ class LlamaForCausalLM(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.register_buffer("rope_sin_signed", signed_sin(sin), persistent=False)
-        self.packing: str | None = None                      # see pack_
+        self.packing: str | None = None                      # see pack_ ("gguf": see from_pretrained's blocks)
         self.packed_max_tokens = SMALL_STEP
+        self.embed_blocks: QuantLinear | None = None         # the embedding in GGUF blocks (then no float32 copy)
 
     def init_weights(self, seed: int = 0) -> None:
         g = torch.Generator().manual_seed(seed)
@@ -397,11 +435,11 @@ class LlamaForCausalLM(nn.Module):
             cache.ensure(start + T)
         elif T > self.config.max_position_embeddings:
             raise ValueError(f"{T} tokens exceed the model's {self.config.max_position_embeddings} positions")
-        packed = self.packing is not None and B * T <= self.packed_max_tokens and not torch.is_grad_enabled()
+        packed = self._packed_step(B * T)
         step = _Step(start, self.rope_cos[start:start + T, None], self.rope_sin_signed[start:start + T, None], None,
                      packed)
         step.mask = self._mask(start, T, input_ids.device)
-        x = F.embedding(input_ids, self.model.embed_tokens.weight)                                 # [B,T,h]
+        x = self.embed(input_ids)                                                                   # [B,T,h]
         for i, layer in enumerate(self.model.layers):
             x = layer.forward(x, step, i, cache)
         if last_only:
@@ -414,6 +452,20 @@ class LlamaForCausalLM(nn.Module):
             if B == 1:
                 cache.tokens.extend(input_ids[0].tolist())
         return logits
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """Token ids [...] -> their embeddings [..., h] (from GGUF blocks when the model holds those)."""
+        if self.embed_blocks is not None:
+            return self.embed_blocks.rows(ids)
+        return F.embedding(ids, self.model.embed_tokens.weight)
+
+    def _packed_step(self, tokens: int) -> bool:
+        """Whether a forward of ``tokens`` new tokens (per sequence) runs on the packed weights."""
+        if self.packing == QuantLinear.kind:
+            if torch.is_grad_enabled():
+                raise RuntimeError("a model holding GGUF blocks runs without autograd only (torch.inference_mode)")
+            return True                           # every step: there are no float32 weights to fall back on
+        return self.packing is not None and tokens <= self.packed_max_tokens and not torch.is_grad_enabled()
 
     def _mask(self, start: int, T: int, device) -> torch.Tensor | None:
         """The attention mask of T new tokens after ``start`` cached positions (None when T == 1 or nothing is
@@ -451,14 +503,14 @@ class LlamaForCausalLM(nn.Module):
         ids = torch.tensor([t for s in seqs for t in s], dtype=torch.long, device=dev)
         pos = torch.tensor([p for st, t in zip(starts, lens) for p in range(st, st + t)], device=dev)
         cos, sin = self.rope_cos[pos][:, None], self.rope_sin_signed[pos][:, None]                   # [N,1,D]
-        packed = self.packing is not None and max(lens) <= self.packed_max_tokens and not torch.is_grad_enabled()
+        packed = self._packed_step(max(lens))
         parts, o = [], 0
         for st, t in zip(starts, lens):
             parts.append((o, t, _Step(st, cos[o:o + t], sin[o:o + t], self._mask(st, t, dev), packed)))
             o += t
         c = self.config
         H, Hkv, D = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        x = F.embedding(ids, self.model.embed_tokens.weight)[None]                                 # [1,N,h]
+        x = self.embed(ids)[None]                                                                  # [1,N,h]
         for li, layer in enumerate(self.model.layers):
             attn, n1 = layer.self_attn, layer.input_layernorm
             qkv = (attn.packed[0](x, norm=n1) if packed
@@ -497,6 +549,13 @@ class LlamaForCausalLM(nn.Module):
         and speculative verification read every weight once per token, so their bytes are the cost); prompts keep
         the float32 matmuls, which are faster at many tokens (a quality measurement packs every step). ``None``
         drops the copies. Needs ``fuse_`` first."""
+        if self.packing == QuantLinear.kind:
+            if kind == QuantLinear.kind:
+                return self
+            raise ValueError("this model holds a GGUF file's blocks and no float32 weights to pack "
+                             "(from_pretrained(..., blocks=False) loads the float32 weights)")
+        if kind == QuantLinear.kind:
+            raise ValueError("GGUF blocks come from the file: from_pretrained(..., blocks=True)")
         self.packed_max_tokens = max_tokens
         if kind is None:
             self.packing = None
@@ -551,7 +610,12 @@ class LlamaForCausalLM(nn.Module):
     # --- Hugging Face checkpoint folders -----------------------------------------------------------------
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu",
-                        dtype: torch.dtype = torch.float32) -> "LlamaForCausalLM":
+                        dtype: torch.dtype = torch.float32, blocks: bool = False) -> "LlamaForCausalLM":
+        """The model of a Hugging Face folder (or of a GGUF file's cached folder, see completer.models.gguf).
+
+        ``blocks``: when the folder is a GGUF file whose matmul weights are all Q4_0/Q4_1/Q8_0, the engine's kernels
+        build here and the model runs on a float32 CPU, keep those weights in the file's blocks (``QuantLinear``,
+        packing "gguf": every forward on them, no float32 copy, inference only); otherwise the float32 weights."""
         from safetensors.torch import load_file
 
         path = Path(path)
@@ -561,26 +625,68 @@ class LlamaForCausalLM(nn.Module):
         with torch.device("meta"):
             model = cls(config)
         state: dict[str, torch.Tensor] = {}
+        raw: dict[str, tuple] = {}
         files = sorted(path.glob("*.safetensors"))
         if not files and (path / "model.gguf").exists():   # a GGUF file, resolved by completer.models.gguf
             from .gguf import read_state_dict
-            state = read_state_dict(path / "model.gguf", config)
+            kernels = cls._block_kernels(device, dtype) if blocks else None
+            if kernels is not None:
+                state, raw = read_state_dict(path / "model.gguf", config, keep_blocks=True)
+            else:
+                state = read_state_dict(path / "model.gguf", config)
         elif not files:
             raise FileNotFoundError(f"no *.safetensors weights in {path}")
         for f in files:
             state.update(load_file(str(f)))
         if config.tie_word_embeddings:
             state.pop("lm_head.weight", None)
-        missing = set(dict(model.named_parameters())) - set(state) - ({"lm_head.weight"} if config.tie_word_embeddings else set())
+            raw.pop("lm_head.weight", None)
+        missing = (set(dict(model.named_parameters())) - set(state) - set(raw)
+                   - ({"lm_head.weight"} if config.tie_word_embeddings else set()))
         if missing:
             raise ValueError(f"checkpoint {path} lacks {sorted(missing)[:5]}")
+        for name in raw:                                   # no float32 storage for what stays in blocks
+            mod, _, attr = name.rpartition(".")
+            setattr(model.get_submodule(mod), attr, nn.Parameter(torch.empty(0, device="meta"), requires_grad=False))
         model = model.to_empty(device=device)
         model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False, assign=False)
         if config.tie_word_embeddings:
             model.lm_head.weight = model.model.embed_tokens.weight
         cos, sin = rope_tables(config, device=device)
         model.rope_cos, model.rope_sin, model.rope_sin_signed = cos, sin, signed_sin(sin)
-        return model.to(dtype).eval().fuse_()
+        model = model.to(dtype).eval()
+        return model._use_blocks(raw, kernels) if raw else model.fuse_()
+
+    @staticmethod
+    def _block_kernels(device, dtype):
+        """The engine's kernels when GGUF blocks can run here (a float32 CPU model and the kernels built), else None."""
+        if torch.device(device).type != "cpu" or dtype != torch.float32:
+            return None
+        from completer.engine import kernels   # here: completer.engine imports this module
+        return kernels.ops()
+
+    def _use_blocks(self, raw: dict[str, tuple], kernels) -> "LlamaForCausalLM":
+        """Every matmul on ``QuantLinear``s of the GGUF blocks ``raw`` (name -> (u, d, m, bits)); q/k/v and gate/up
+        stacked, as ``fuse_`` stacks the float32 weights."""
+        def stacked(names: list[str]) -> tuple:
+            parts = [raw[n] for n in names]
+            if len({p[3] for p in parts}) != 1:
+                raise ValueError(f"{names} mix block widths")
+            return tuple(torch.cat([p[i] for p in parts]) for i in range(3)) + (parts[0][3],)
+
+        c = self.config
+        for i, layer in enumerate(self.model.layers):
+            a, m, pre = layer.self_attn, layer.mlp, f"model.layers.{i}."
+            bias = (torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]) if c.attention_bias else None)
+            a.packed = (QuantLinear(stacked([pre + f"self_attn.{p}_proj.weight" for p in "qkv"]), bias, kernels),
+                        QuantLinear(raw[pre + "self_attn.o_proj.weight"], None, kernels))
+            m.packed = (QuantLinear(stacked([pre + "mlp.gate_proj.weight", pre + "mlp.up_proj.weight"]), None, kernels),
+                        QuantLinear(raw[pre + "mlp.down_proj.weight"], None, kernels))
+        embed = QuantLinear(raw["model.embed_tokens.weight"], None, kernels)
+        self.embed_blocks = embed
+        self._packed_head = embed if c.tie_word_embeddings else QuantLinear(raw["lm_head.weight"], None, kernels)
+        self.packing, self.packed_max_tokens = QuantLinear.kind, 10 ** 9
+        return self
 
     def save_pretrained(self, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> None:
         from safetensors.torch import save_file
