@@ -9,7 +9,7 @@ SPECULATION = ("auto", "none", "draft", "ngram", "draft+ngram", "eagle3", "dflas
 # vLLM's EAGLE-3 and DFlash drafters, GPU prompt lookup, suffix decoding (suffix trees of the prompt and of earlier
 # answers, arctic-inference: bench/vllm/arctic_suffix.sh)
 VLLM_ONLY_SPECULATION = ("eagle3", "dflash", "ngram_gpu", "suffix")
-TORCH_QUANTIZATION = (None, "none", "fp16", "int8")
+TORCH_QUANTIZATION = (None, "none", "fp16", "int8", "gguf")
 # settings the embedded backend has no use for, and what it does instead (refused by name with backend="torch")
 VLLM_ONLY_SETTINGS = {
     "tensor_parallel_size": "runs on one device: choose it with device ('cpu', 'cuda:N')",
@@ -71,7 +71,10 @@ class EngineConfig:
                                               # reading them stored in fp16 on an x86 CPU (same products for a
                                               # 16-bit checkpoint); "none" = plain float32 matmuls everywhere;
                                               # "fp16"; "int8" = int8 weights per row for those steps (opt-in:
-                                              # changes the output slightly, quality in bench/results/peer)
+                                              # changes the output slightly, quality in bench/results/peer);
+                                              # "gguf" = a GGUF model's own Q4_0/Q4_1/Q8_0 blocks for every step
+                                              # (the engine's integer kernel, llama.cpp's arithmetic; what None
+                                              # does for such a file when the kernels build: ~5 bits a weight)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
