@@ -670,9 +670,8 @@ class LlamaForCausalLM(nn.Module):
         stacked, as ``fuse_`` stacks the float32 weights."""
         def stacked(names: list[str]) -> tuple:
             parts = [raw[n] for n in names]
-            if len({p[3] for p in parts}) != 1:
-                raise ValueError(f"{names} mix block widths")
-            return tuple(torch.cat([p[i] for p in parts]) for i in range(3)) + (parts[0][3],)
+            # 4-bit values are 8-bit values too: a stack of mixed widths (a file with attn_v in Q8_0) is 8-bit
+            return tuple(torch.cat([p[i] for p in parts]) for i in range(3)) + (max(p[3] for p in parts),)
 
         c = self.config
         for i, layer in enumerate(self.model.layers):
