@@ -176,6 +176,59 @@ def read_state_dict(path: str | Path, config: ModelConfig | None = None, keep_bl
     return (state, blocks) if keep_blocks else state
 
 
+BLOCKS_FILE = "blocks-v1.pt"     # the kernel layout's version: a new layout gets a new name
+
+
+def block_weights(folder: str | Path, config: ModelConfig) -> tuple[dict[str, torch.Tensor], dict[str, dict]]:
+    """``(state, packed)`` for the cached folder of a GGUF file: ``packed`` the matmul weights in the layout of the
+    engine's block kernel (``quant.pack_q``), by matmul -- ``model.layers.{i}.qkv`` / ``.o`` / ``.gate_up`` /
+    ``.down``, ``embed``, ``head`` (untied) -- each {"w", "wd", "wm", "bits", "rows", "cols"}; ``state`` the rest
+    (norms, biases) in float32. ``packed`` is empty (and ``state`` everything) when a matrix is of another type.
+
+    Made from the GGUF once and kept in the folder (``BLOCKS_FILE``, about the file's size), memory-mapped at later
+    starts: no parse of the GGUF's metadata (its 49k-token vocabulary left ~80 MB of freed-but-fragmented heap
+    behind) and no repacking, and the weights are file pages the OS shares and can drop, as llama.cpp's mmap."""
+    folder = Path(folder)
+    cached = folder / BLOCKS_FILE
+    if cached.is_file():
+        saved = torch.load(cached, mmap=True, weights_only=True)
+        return saved["state"], saved["packed"]
+    state, raw = read_state_dict(folder / "model.gguf", config, keep_blocks=True)
+    if not raw:
+        return state, {}
+    packed = _pack_blocks(raw, config)
+    tmp = cached.with_name(f".{cached.name}.{os.getpid()}")
+    try:
+        torch.save({"state": state, "packed": packed}, tmp)
+        os.replace(tmp, cached)
+    except OSError:                  # a read-only cache: the next start packs again
+        tmp.unlink(missing_ok=True)
+    return state, packed
+
+
+def _pack_blocks(raw: dict[str, tuple], config: ModelConfig) -> dict[str, dict]:
+    from .quant import pack_q
+
+    def entry(parts: list[tuple]) -> dict:
+        # 4-bit values are 8-bit values too: a stack of mixed widths (a file with attn_v in Q8_0) is 8-bit
+        u, d, m = (torch.cat([p[i] for p in parts]) for i in range(3))
+        bits = max(p[3] for p in parts)
+        w, wd, wm = pack_q(u, d, m, bits)
+        return {"w": w, "wd": wd, "wm": wm, "bits": bits, "rows": u.shape[0], "cols": u.shape[1]}
+
+    out = {}
+    for i in range(config.num_hidden_layers):
+        pre = f"model.layers.{i}."
+        out[pre + "qkv"] = entry([raw[pre + f"self_attn.{p}_proj.weight"] for p in "qkv"])
+        out[pre + "o"] = entry([raw[pre + "self_attn.o_proj.weight"]])
+        out[pre + "gate_up"] = entry([raw[pre + "mlp.gate_proj.weight"], raw[pre + "mlp.up_proj.weight"]])
+        out[pre + "down"] = entry([raw[pre + "mlp.down_proj.weight"]])
+    out["embed"] = entry([raw["model.embed_tokens.weight"]])
+    if not config.tie_word_embeddings:
+        out["head"] = entry([raw["lm_head.weight"]])
+    return out
+
+
 def build_tokenizer(reader, meta: dict | None = None):
     """A ``tokenizers.Tokenizer`` equal to the model's own, from the GGUF tokenizer metadata."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors

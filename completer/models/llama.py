@@ -225,13 +225,11 @@ class QuantLinear:
 
     kind = "gguf"
 
-    def __init__(self, blocks: tuple[torch.Tensor, torch.Tensor, torch.Tensor, int], bias: torch.Tensor | None,
-                 kernels):
-        from .quant import pack_q
-        u, d, m, self.bits = blocks
-        self.out_features, self.in_features = u.shape
+    def __init__(self, packed: dict, bias: torch.Tensor | None, kernels):
+        """``packed``: {"w", "wd", "wm": quant.pack_q's tensors, "bits", "rows", "cols"} (gguf.block_weights)."""
+        self._packed = (packed["w"], packed["wd"], packed["wm"])
+        self.bits, self.out_features, self.in_features = int(packed["bits"]), int(packed["rows"]), int(packed["cols"])
         self._kernels = kernels
-        self._packed = pack_q(u, d, m, self.bits)
         self._bias = None if bias is None else bias.detach().float().contiguous()
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None,
@@ -625,13 +623,13 @@ class LlamaForCausalLM(nn.Module):
         with torch.device("meta"):
             model = cls(config)
         state: dict[str, torch.Tensor] = {}
-        raw: dict[str, tuple] = {}
+        packed: dict[str, dict] = {}
         files = sorted(path.glob("*.safetensors"))
         if not files and (path / "model.gguf").exists():   # a GGUF file, resolved by completer.models.gguf
-            from .gguf import read_state_dict
+            from .gguf import block_weights, read_state_dict
             kernels = cls._block_kernels(device, dtype) if blocks else None
             if kernels is not None:
-                state, raw = read_state_dict(path / "model.gguf", config, keep_blocks=True)
+                state, packed = block_weights(path, config)
             else:
                 state = read_state_dict(path / "model.gguf", config)
         elif not files:
@@ -640,12 +638,14 @@ class LlamaForCausalLM(nn.Module):
             state.update(load_file(str(f)))
         if config.tie_word_embeddings:
             state.pop("lm_head.weight", None)
-            raw.pop("lm_head.weight", None)
-        missing = (set(dict(model.named_parameters())) - set(state) - set(raw)
+        in_blocks = {n for n, p in model.named_parameters() if p.dim() == 2} if packed else set()
+        if config.tie_word_embeddings:
+            in_blocks.discard("lm_head.weight")
+        missing = (set(dict(model.named_parameters())) - set(state) - in_blocks
                    - ({"lm_head.weight"} if config.tie_word_embeddings else set()))
         if missing:
             raise ValueError(f"checkpoint {path} lacks {sorted(missing)[:5]}")
-        for name in raw:                                   # no float32 storage for what stays in blocks
+        for name in in_blocks:                             # no float32 storage for what stays in blocks
             mod, _, attr = name.rpartition(".")
             setattr(model.get_submodule(mod), attr, nn.Parameter(torch.empty(0, device="meta"), requires_grad=False))
         model = model.to_empty(device=device)
@@ -655,7 +655,7 @@ class LlamaForCausalLM(nn.Module):
         cos, sin = rope_tables(config, device=device)
         model.rope_cos, model.rope_sin, model.rope_sin_signed = cos, sin, signed_sin(sin)
         model = model.to(dtype).eval()
-        return model._use_blocks(raw, kernels) if raw else model.fuse_()
+        return model._use_blocks(packed, kernels) if packed else model.fuse_()
 
     @staticmethod
     def _block_kernels(device, dtype):
@@ -665,25 +665,19 @@ class LlamaForCausalLM(nn.Module):
         from completer.engine import kernels   # here: completer.engine imports this module
         return kernels.ops()
 
-    def _use_blocks(self, raw: dict[str, tuple], kernels) -> "LlamaForCausalLM":
-        """Every matmul on ``QuantLinear``s of the GGUF blocks ``raw`` (name -> (u, d, m, bits)); q/k/v and gate/up
-        stacked, as ``fuse_`` stacks the float32 weights."""
-        def stacked(names: list[str]) -> tuple:
-            parts = [raw[n] for n in names]
-            # 4-bit values are 8-bit values too: a stack of mixed widths (a file with attn_v in Q8_0) is 8-bit
-            return tuple(torch.cat([p[i] for p in parts]) for i in range(3)) + (max(p[3] for p in parts),)
-
+    def _use_blocks(self, packed: dict[str, dict], kernels) -> "LlamaForCausalLM":
+        """Every matmul on ``QuantLinear``s of ``packed`` (gguf.block_weights: q/k/v and gate/up stacked, as
+        ``fuse_`` stacks the float32 weights)."""
         c = self.config
         for i, layer in enumerate(self.model.layers):
             a, m, pre = layer.self_attn, layer.mlp, f"model.layers.{i}."
             bias = (torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]) if c.attention_bias else None)
-            a.packed = (QuantLinear(stacked([pre + f"self_attn.{p}_proj.weight" for p in "qkv"]), bias, kernels),
-                        QuantLinear(raw[pre + "self_attn.o_proj.weight"], None, kernels))
-            m.packed = (QuantLinear(stacked([pre + "mlp.gate_proj.weight", pre + "mlp.up_proj.weight"]), None, kernels),
-                        QuantLinear(raw[pre + "mlp.down_proj.weight"], None, kernels))
-        embed = QuantLinear(raw["model.embed_tokens.weight"], None, kernels)
+            a.packed = (QuantLinear(packed[pre + "qkv"], bias, kernels), QuantLinear(packed[pre + "o"], None, kernels))
+            m.packed = (QuantLinear(packed[pre + "gate_up"], None, kernels),
+                        QuantLinear(packed[pre + "down"], None, kernels))
+        embed = QuantLinear(packed["embed"], None, kernels)
         self.embed_blocks = embed
-        self._packed_head = embed if c.tie_word_embeddings else QuantLinear(raw["lm_head.weight"], None, kernels)
+        self._packed_head = embed if c.tie_word_embeddings else QuantLinear(packed["head"], None, kernels)
         self.packing, self.packed_max_tokens = QuantLinear.kind, 10 ** 9
         return self
 

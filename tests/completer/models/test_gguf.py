@@ -265,3 +265,17 @@ async def test_engine_on_blocks_is_lossless_with_a_draft(blocks_gguf, tiny_pair)
         await contract.check_greedy_speculation_lossless(factory, "draft", "adaptive")
     finally:
         close()
+
+
+@needs_kernels
+def test_blocks_are_packed_once_then_mapped(blocks_gguf):
+    """The first load writes the packed blocks into the model's cache folder; a later load maps that file (no GGUF
+    parse) and computes the same logits."""
+    from completer.models.gguf import BLOCKS_FILE
+    from completer.models.llama import LlamaForCausalLM
+    ids = torch.tensor([[(3 * i + 2) % 400 for i in range(20)]])
+    with torch.inference_mode():
+        first = LlamaForCausalLM.from_pretrained(blocks_gguf, blocks=True)(ids)
+        assert (blocks_gguf / BLOCKS_FILE).is_file()
+        again = LlamaForCausalLM.from_pretrained(blocks_gguf, blocks=True)(ids)
+    assert torch.equal(first, again)
