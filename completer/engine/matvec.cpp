@@ -8,6 +8,7 @@
 // number of rows, so a one-token decode and a (k+1)-token verification give the same numbers (lossless speculation
 // relies on it).
 #include "kernel_common.h"
+#include <type_traits>
 
 using namespace completer_kernels;
 
@@ -168,12 +169,22 @@ at::Tensor linear_f16(const at::Tensor& x, const at::Tensor& w, int64_t N, const
 // number of threads nor the number of new tokens (a decode step and a verification step agree).
 constexpr int64_t KEYS = 128;
 
-at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& kc, const at::Tensor& vc,
-                  int64_t start, int64_t H, int64_t Hkv) {
-  TORCH_CHECK(qkv.scalar_type() == at::kFloat && kc.scalar_type() == at::kFloat && vc.scalar_type() == at::kFloat,
-              "attend: float32");
-  TORCH_CHECK(kc.dim() == 3 && vc.dim() == 3 && kc.size(0) == Hkv && kc.stride(2) == 1 && vc.stride(2) == 1 &&
-              kc.sizes() == vc.sizes(), "attend: cache views [Hkv, capacity, D]");
+// The cache holds float32 or float16 keys/values (a 16-bit cache halves what attention reads per token at long
+// contexts, as llama.cpp's default F16 cache): loads and stores of 16 values either way.
+#ifdef COMPLETER_AVX512
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+#endif
+inline float value(float x) { return x; }
+inline float value(uint16_t x) { return static_cast<float>(c10::Half(x, c10::Half::from_bits())); }
+inline void store(float* p, float x) { *p = x; }
+inline void store(uint16_t* p, float x) { *p = c10::Half(x).x; }
+
+template <typename CT>
+at::Tensor attend_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& kc,
+                       const at::Tensor& vc, int64_t start, int64_t H, int64_t Hkv) {
   const int64_t D = kc.size(2), T = qkv.numel() / ((H + 2 * Hkv) * D), S = start + T, rep = H / Hkv;
   TORCH_CHECK(T * (H + 2 * Hkv) * D == qkv.numel() && H % Hkv == 0 && S <= kc.size(1) && D % 16 == 0,
               "attend: shapes");
@@ -182,13 +193,14 @@ at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor
   const float* src = qc.data_ptr<float>();
   const float* cp = cc.data_ptr<float>();
   const float* sp = sc.data_ptr<float>();
-  float* kp = kc.data_ptr<float>();
-  float* vp = vc.data_ptr<float>();
+  CT* kp = reinterpret_cast<CT*>(kc.data_ptr());
+  CT* vp = reinterpret_cast<CT*>(vc.data_ptr());
   const int64_t ks0 = kc.stride(0), ks1 = kc.stride(1), vs0 = vc.stride(0), vs1 = vc.stride(1);
   const int64_t W = (H + 2 * Hkv) * D, half = D / 2;
   at::Tensor qr = at::empty({T, H, D}, qkv.options());
   float* q = qr.data_ptr<float>();
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  std::vector<float> kr(D);
   auto rope = [&](const float* x, float* y, int64_t t) {
     for (int64_t i = 0; i < D; ++i) {
       const float rolled = x[i < half ? i + half : i - half];
@@ -202,8 +214,11 @@ at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor
       for (int64_t i = 0; i < D; ++i) q[(t * H + h) * D + i] *= scale;
     }
     for (int64_t g = 0; g < Hkv; ++g) {
-      rope(row + (H + g) * D, kp + g * ks0 + (start + t) * ks1, t);
-      std::memcpy(vp + g * vs0 + (start + t) * vs1, row + (H + Hkv + g) * D, D * sizeof(float));
+      rope(row + (H + g) * D, kr.data(), t);
+      CT* kd = kp + g * ks0 + (start + t) * ks1;
+      CT* vd = vp + g * vs0 + (start + t) * vs1;
+      const float* vsrc = row + (H + Hkv + g) * D;
+      for (int64_t i = 0; i < D; ++i) { store(kd + i, kr[i]); store(vd + i, vsrc[i]); }
     }
   }
   const int64_t blocks = (S + KEYS - 1) / KEYS, R = rep * T;      // rows per key head: its query heads x tokens
@@ -213,8 +228,8 @@ at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor
     std::vector<float> sc_(KEYS);
     for (int64_t task = b0; task < b1; ++task) {
       const int64_t g = task / blocks, blk = task % blocks, j0 = blk * KEYS;
-      const float* kg = kp + g * ks0;
-      const float* vg = vp + g * vs0;
+      const CT* kg = kp + g * ks0;
+      const CT* vg = vp + g * vs0;
       for (int64_t r = 0; r < R; ++r) {
         const int64_t t = r % T, h = g * rep + r / T;
         const int64_t idx = (g * blocks + blk) * R + r;
@@ -224,15 +239,15 @@ at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor
         const float* qv = q + (t * H + h) * D;
         float mx = -INFINITY;
         for (int64_t j = j0; j < j1; ++j) {
-          const float* kj = kg + j * ks1;
+          const CT* kj = kg + j * ks1;
           float d;
 #ifdef COMPLETER_AVX512
-          __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qv), _mm512_loadu_ps(kj));
-          for (int64_t i = 16; i < D; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qv + i), _mm512_loadu_ps(kj + i), acc);
+          __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qv), load16(kj));
+          for (int64_t i = 16; i < D; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qv + i), load16(kj + i), acc);
           d = _mm512_reduce_add_ps(acc);
 #else
           d = 0.f;
-          for (int64_t i = 0; i < D; ++i) d += qv[i] * kj[i];
+          for (int64_t i = 0; i < D; ++i) d += qv[i] * value(kj[i]);
 #endif
           sc_[j - j0] = d;
           mx = std::max(mx, d);
@@ -250,11 +265,23 @@ at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor
         l = _mm512_reduce_add_ps(lv);
 #endif
         for (; jj < n; ++jj) { sc_[jj] = std::exp(sc_[jj] - mx); l += sc_[jj]; }
-        std::fill(o, o + D, 0.f);
-        for (int64_t j = 0; j < n; ++j) {
-          const float p = sc_[j];
-          const float* vj = vg + (j0 + j) * vs1;
-          for (int64_t i = 0; i < D; ++i) o[i] += p * vj[i];
+#ifdef COMPLETER_AVX512
+        if constexpr (std::is_same_v<CT, uint16_t>) {   // o[i..i+15] = sum_j p_j v_j[i..i+15], j in order
+          for (int64_t i = 0; i < D; i += 16) {
+            __m512 ov = _mm512_setzero_ps();
+            for (int64_t j = 0; j < n; ++j)
+              ov = _mm512_fmadd_ps(_mm512_set1_ps(sc_[j]), load16(vg + (j0 + j) * vs1 + i), ov);
+            _mm512_storeu_ps(o + i, ov);
+          }
+        } else
+#endif
+        {
+          std::fill(o, o + D, 0.f);
+          for (int64_t j = 0; j < n; ++j) {
+            const float p = sc_[j];
+            const CT* vj = vg + (j0 + j) * vs1;
+            for (int64_t i = 0; i < D; ++i) o[i] += p * value(vj[i]);
+          }
         }
         pm[idx] = mx;
         pl[idx] = l;
@@ -283,6 +310,17 @@ at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor
       for (int64_t i = 0; i < D; ++i) y[i] *= inv;
     }
   return out;
+}
+
+at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& kc, const at::Tensor& vc,
+                  int64_t start, int64_t H, int64_t Hkv) {
+  TORCH_CHECK(qkv.scalar_type() == at::kFloat && kc.scalar_type() == vc.scalar_type() &&
+              (kc.scalar_type() == at::kFloat || kc.scalar_type() == at::kHalf),
+              "attend: float32 q/k/v, a float32 or float16 cache");
+  TORCH_CHECK(kc.dim() == 3 && vc.dim() == 3 && kc.size(0) == Hkv && kc.stride(2) == 1 && vc.stride(2) == 1 &&
+              kc.sizes() == vc.sizes(), "attend: cache views [Hkv, capacity, D]");
+  if (kc.scalar_type() == at::kHalf) return attend_impl<uint16_t>(qkv, cos, sin, kc, vc, start, H, Hkv);
+  return attend_impl<float>(qkv, cos, sin, kc, vc, start, H, Hkv);
 }
 
 // A whole decoder layer of a decode/verification step in one call (on a small model each call through torch.ops

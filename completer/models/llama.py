@@ -300,9 +300,9 @@ class Attention(nn.Module):
         if cache is not None:
             cache.k[layer, :, :, start:start + T] = k
             cache.v[layer, :, :, start:start + T] = v
-            if start:
-                k = cache.k[layer, :, :, : start + T]              # [B,Hkv,S,D]
-                v = cache.v[layer, :, :, : start + T]
+            if start or cache.k.dtype != k.dtype:                 # a 16-bit cache: what it holds
+                k = cache.k[layer, :, :, : start + T].to(q.dtype)  # [B,Hkv,S,D]
+                v = cache.v[layer, :, :, : start + T].to(q.dtype)
         if start == 0:                                              # whole sequence: causal, GQA in the kernel
             y = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, is_causal=T > 1, enable_gqa=H != Hkv)
             return y.transpose(1, 2).reshape(B, T, H * D)
@@ -410,6 +410,7 @@ class LlamaForCausalLM(nn.Module):
         self.packing: str | None = None                      # see pack_ ("gguf": see from_pretrained's blocks)
         self.packed_max_tokens = SMALL_STEP
         self.embed_blocks: QuantLinear | None = None         # the embedding in GGUF blocks (then no float32 copy)
+        self.kv_dtype: torch.dtype | None = None             # the KV cache's (None: the weights'); see _use_blocks
 
     def init_weights(self, seed: int = 0) -> None:
         g = torch.Generator().manual_seed(seed)
@@ -603,7 +604,7 @@ class LlamaForCausalLM(nn.Module):
 
     def new_cache(self, capacity: int = 256) -> KVCache:
         p = next(self.parameters())
-        return KVCache(self.config, capacity=capacity, device=p.device, dtype=p.dtype)
+        return KVCache(self.config, capacity=capacity, device=p.device, dtype=self.kv_dtype or p.dtype)
 
     # --- Hugging Face checkpoint folders -----------------------------------------------------------------
     @classmethod
@@ -679,6 +680,9 @@ class LlamaForCausalLM(nn.Module):
         self.embed_blocks = embed
         self._packed_head = embed if c.tie_word_embeddings else QuantLinear(packed["head"], None, kernels)
         self.packing, self.packed_max_tokens = QuantLinear.kind, 10 ** 9
+        # keys/values in 16 bits, as llama.cpp's default cache: half of what attention reads per token (at 1,000
+        # positions SmolLM2 read 46 MB of float32 keys/values a token, as much as half its weights)
+        self.kv_dtype = torch.float16
         return self
 
     def save_pretrained(self, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> None:

@@ -113,3 +113,24 @@ def test_gguf_blocks_equal_the_gguf_package_dequantisation():
         u, d, mn, bits = gguf_blocks(raw, kind, 24, 96)
         torch.testing.assert_close(dequantise_q(u, d, mn), torch.from_numpy(dequantize(raw, t).reshape(24, 96)),
                                    rtol=0, atol=1e-6)
+
+
+@needs_kernels
+def test_attend_with_a_16_bit_cache_is_attend_on_the_rounded_keys_and_values():
+    """attend on a float16 cache writes the new keys/values rounded to float16 and gives what the float32 kernel
+    gives on a cache holding those rounded values (to float32 summation order)."""
+    g = torch.Generator().manual_seed(5)
+    H, Hkv, D, start, T = 6, 2, 64, 150, 3
+    qkv = torch.randn(T, (H + 2 * Hkv) * D, generator=g)
+    cos, sin = torch.rand(T, D, generator=g), torch.rand(T, D, generator=g)
+    k32, v32 = torch.randn(Hkv, 300, D, generator=g), torch.randn(Hkv, 300, D, generator=g)
+    k16, v16 = k32.half(), v32.half()
+    kr, vr = k16.float(), v16.float()
+    got = ops.attend(qkv, cos, sin, k16, v16, start, H, Hkv)
+    want = ops.attend(qkv, cos, sin, kr, vr, start, H, Hkv)
+    torch.testing.assert_close(k16[:, start:start + T].float(), kr[:, start:start + T].half().float())
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    # one query at a time equals the three together (decode = verification)
+    k16b, v16b = k32.half(), v32.half()
+    rows = [ops.attend(qkv[t:t + 1], cos[t:t + 1], sin[t:t + 1], k16b, v16b, start + t, H, Hkv) for t in range(T)]
+    assert torch.equal(torch.cat(rows), got)
