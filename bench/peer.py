@@ -2,9 +2,9 @@
 
 What it measures, per thread count (1 and 2 by default) and per configuration -- torch: no speculation, n-gram,
 draft, draft+n-gram (adaptive k, the engine's defaults otherwise); llama.cpp (PyPI ``llama-cpp-python``): the
-house target written as GGUF f32 and q8_0 by ``bench/gguf_write.py``, or a GGUF model's own file (``--model
-gguf:smollm2``: llama.cpp config ``file``, compared with the engine's default, which keeps the file's blocks, and
-``none/fp16``, the float32 prompt + fp16 decode path), plain greedy decoding:
+house target written as GGUF f32 and q8_0 by ``completer/training/gguf_write.py``, or a GGUF model's own file
+(``--model gguf:smollm2``: llama.cpp config ``file``, compared with the engine's default, which keeps the file's
+blocks, and ``none/fp16``, the float32 prompt + fp16 decode path), plain greedy decoding:
 
 - cold: a FIM prompt with nothing cached (torch: no cache key; llama.cpp: ``reset()``);
 - warm, the typing case: the same prompt without its last 6 tokens was completed just before (torch: a cache key
@@ -63,7 +63,7 @@ def _packing_label(packing: str | None) -> str | None:
         return "gguf (the file's own Q4/Q8 blocks at every step, completer kernels)"
     if packing != "fp16":
         return packing
-    from completer.engine import kernels
+    from completer.models import kernels
     return "fp16 (completer kernels)" if kernels.ops() is not None else f"fp16 (torch FBGEMM: {kernels.reason()})"
 
 
@@ -79,7 +79,7 @@ def torch_worker(threads: int, configs: list[str], quantization: str | None, mod
     import asyncio
 
     from completer.engine import EngineConfig, Request
-    from completer.engine.torch_engine import TorchEngine
+    from completer.engine.torch.engine import TorchEngine
 
     loop = asyncio.new_event_loop()
     engines = {}
@@ -425,11 +425,7 @@ def main(argv=None) -> int:
         lcfgs = []
     tmp = tempfile.TemporaryDirectory(prefix="peer-gguf-")
     if lcfgs:
-        try:
-            from bench.gguf_write import write_gguf
-        except ImportError:
-            from gguf_write import write_gguf
-
+        from completer.training.gguf_write import write_gguf
         for c in lcfgs:
             if c == "file":
                 (Path(tmp.name) / "target-file.gguf").symlink_to(gguf_file)

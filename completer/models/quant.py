@@ -51,7 +51,7 @@ def _dequantise(q: torch.Tensor, scale: torch.Tensor, bits: int, cols: int) -> t
     return (q.float().reshape(rows, groups, cols // groups) * scale.float().unsqueeze(-1)).reshape(rows, cols)
 
 
-# --- GGUF's own blocks, kept as they are for the engine's kernel (completer/engine/qmatvec.cpp) -------------------
+# --- GGUF's own blocks, kept as they are for the engine's kernel (completer/models/qmatvec.cpp) -------------------
 QK = 32                                        # weights per block along the input dimension
 GGUF_BLOCKS = {"Q4_0": (18, 4), "Q4_1": (20, 4), "Q8_0": (34, 8)}   # GGUF type -> (bytes per block, bits of u)
 
@@ -90,7 +90,7 @@ def dequantise_q(u: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> torch.Ten
 
 
 def pack_q(u: torch.Tensor, d: torch.Tensor, m: torch.Tensor, bits: int) -> tuple[torch.Tensor, ...]:
-    """Blocks ``(u, d, m)`` in the layout of the engine's ``linear_q`` kernel (completer/engine/qmatvec.cpp):
+    """Blocks ``(u, d, m)`` in the layout of the engine's ``linear_q`` kernel (completer/models/qmatvec.cpp):
     rows in groups of 16 (padded with zero rows), per group and block of 32 inputs 64-byte chunks whose 4-byte lane r
     holds row r's u for 4 consecutive inputs (4 bits: two inputs per byte, see there); d and m [groups, blocks, 16].
     Returns (w uint8 [G, blocks, 16*32*bits/8], wd, wm float16 [G, blocks, 16])."""
@@ -197,12 +197,14 @@ def dequantised_state(folder: str | Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def materialise(folder: str | Path, root: str | Path | None = None) -> Path:
-    """The ordinary model folder (float32 ``model.safetensors``) for packed ``folder``, made once in the cache."""
+def materialise(folder: str | Path, root: str | Path | None = None, resolve=None) -> Path:
+    """The ordinary model folder (float32 ``model.safetensors``) for packed ``folder``, made once in the cache.
+    ``resolve`` turns a model spec into a folder (``completer.models.resolve_model``, which calls this: passed in
+    rather than imported, so the two modules do not import each other) for a ``tokenizer_from`` that names one."""
     from .gguf import building, cache_root
 
     folder = Path(folder)
-    tokenizer = _tokenizer_source(folder)          # resolved first: a missing target is an error, not a half folder
+    tokenizer = _tokenizer_source(folder, resolve)          # resolved first: a missing target is an error, not a half folder
     h = hashlib.sha1((folder / QUANT_FILE).read_bytes())
     if tokenizer is not None and not tokenizer.resolve().is_relative_to(folder.parent.resolve()):
         h.update(str(tokenizer.resolve()).encode())   # another model's tokenizer (its cache folder names its version)
@@ -215,15 +217,17 @@ def materialise(folder: str | Path, root: str | Path | None = None) -> Path:
     return out
 
 
-def _tokenizer_source(folder: Path) -> Path | None:
+def _tokenizer_source(folder: Path, resolve=None) -> Path | None:
     """Where packed ``folder`` takes its tokenizer files from (``tokenizer_from``): a folder relative to it, or the
     folder of a model spec (``gguf:smollm2``: FileNotFoundError naming the package when it is not installed)."""
     shared = json.loads((folder / "config.json").read_text())[KEY].get("tokenizer_from")
     if not shared:
         return None
     if ":" in shared:
-        from . import resolve_model
-        return resolve_model(shared)
+        if resolve is None:
+            raise FileNotFoundError(f"{folder} takes its tokenizer from {shared!r}: resolve it with "
+                                    f"completer.models.resolve_model")
+        return resolve(shared)
     return folder / shared
 
 

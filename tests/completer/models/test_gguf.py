@@ -17,7 +17,7 @@ import torch
 from completer.models import resolve_model
 from completer.models.gguf import GGUFError, materialise, read_state_dict, smollm2_path
 from completer.models.llama import LlamaForCausalLM
-from bench.gguf_write import write_gguf   # the project's one GGUF writer (llama.cpp's layout, per-part quantisation)
+from completer.training.gguf_write import write_gguf   # the project's one GGUF writer (llama.cpp's layout, per-part quantisation)
 from tests.helpers.tiny_models import random_lm
 
 gguf = pytest.importorskip("gguf")
@@ -183,7 +183,7 @@ def test_smollm2_completes_the_readme_demo_with_the_plain_template(tmp_path, mon
 
 
 # --- a GGUF's own blocks kept as they are (LlamaForCausalLM.from_pretrained(blocks=True), issue 29) ------------------
-from completer.engine import kernels  # noqa: E402
+from completer.models import kernels  # noqa: E402
 
 needs_kernels = pytest.mark.skipif(kernels.ops() is None, reason=f"kernels not built here: {kernels.reason()}")
 
