@@ -138,11 +138,11 @@ def read_state_dict(path: str | Path, config: ModelConfig | None = None, keep_bl
     """Every weight of the GGUF file, dequantised to float32, under llama.py's (= Hugging Face's) names.
 
     With ``keep_blocks``: ``(state, blocks)``, where ``blocks`` holds the matmul weights as the file's own blocks
-    (name -> ``(u, d, m, bits)``, see ``quant.gguf_blocks``; q/k rows un-permuted as the float32 ones) when every
+    (name -> ``(u, d, m, bits)``, see ``blocks.gguf_blocks``; q/k rows un-permuted as the float32 ones) when every
     2-D weight is of a type the engine's block kernel reads (Q4_0, Q4_1, Q8_0), else ``{}`` and all of ``state``."""
     from gguf.quants import dequantize
 
-    from .quant import GGUF_BLOCKS, gguf_blocks
+    from .blocks import GGUF_BLOCKS, gguf_blocks
 
     reader = _reader(path)
     meta = _meta(reader)
@@ -182,7 +182,7 @@ BLOCKS_FILE = "blocks-v1.pt"     # the kernel layout's version: a new layout get
 
 def block_weights(folder: str | Path, config: ModelConfig) -> tuple[dict[str, torch.Tensor], dict[str, dict]]:
     """``(state, packed)`` for the cached folder of a GGUF file: ``packed`` the matmul weights in the layout of the
-    engine's block kernel (``quant.pack_q``), by matmul -- ``model.layers.{i}.qkv`` / ``.o`` / ``.gate_up`` /
+    engine's block kernel (``blocks.pack_q``), by matmul -- ``model.layers.{i}.qkv`` / ``.o`` / ``.gate_up`` /
     ``.down``, ``embed``, ``head`` (untied) -- each {"w", "wd", "wm", "bits", "rows", "cols"}; ``state`` the rest
     (norms, biases) in float32. ``packed`` is empty (and ``state`` everything) when a matrix is of another type.
 
@@ -208,7 +208,7 @@ def block_weights(folder: str | Path, config: ModelConfig) -> tuple[dict[str, to
 
 
 def _pack_blocks(raw: dict[str, tuple], config: ModelConfig) -> dict[str, dict]:
-    from .quant import pack_q
+    from .blocks import pack_q
 
     def entry(parts: list[tuple]) -> dict:
         # 4-bit values are 8-bit values too: a stack of mixed widths (a file with attn_v in Q8_0) is 8-bit

@@ -112,7 +112,7 @@ def _build() -> object | None:
                 if not torch.allclose(y[t, h * 16:(h + 1) * 16], p @ vals[:4 + t], rtol=1e-4, atol=1e-5):
                     raise RuntimeError("attend disagrees with torch on a test case")
         # linear_q: 4- and 8-bit blocks against their dequantised weights, to the input's int8 rounding
-        from completer.models.quant import dequantise_q, pack_q
+        from completer.models.blocks import dequantise_q, pack_q
         for bits, (m, k, n) in ((4, (3, 64, 40)), (8, (1, 96, 33))):
             u = torch.randint(0, 2 ** bits, (n, k), generator=g, dtype=torch.uint8)
             d, mn = (torch.rand(n, k // 32, generator=g) * 0.01).half(), (torch.randn(n, k // 32, generator=g) * 0.01).half()

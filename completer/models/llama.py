@@ -171,7 +171,7 @@ class QuantLinear:
     kind = "gguf"
 
     def __init__(self, packed: dict, bias: torch.Tensor | None, kernels):
-        """``packed``: {"w", "wd", "wm": quant.pack_q's tensors, "bits", "rows", "cols"} (gguf.block_weights)."""
+        """``packed``: {"w", "wd", "wm": blocks.pack_q's tensors, "bits", "rows", "cols"} (gguf.block_weights)."""
         self._packed = (packed["w"], packed["wd"], packed["wm"])
         self.bits, self.out_features, self.in_features = int(packed["bits"]), int(packed["rows"]), int(packed["cols"])
         self._kernels = kernels
@@ -186,7 +186,7 @@ class QuantLinear:
                                       norm.weight, norm.eps, glu)
 
     def rows(self, ids: torch.Tensor) -> torch.Tensor:
-        from .quant import unpack_rows
+        from .blocks import unpack_rows
         return unpack_rows(*self._packed, self.bits, ids.reshape(-1)).view(*ids.shape, self.in_features)
 
 

@@ -1,6 +1,6 @@
 // y = x @ W^T (+ bias) (+ residual) with W kept in the 4-bit / 8-bit blocks of a GGUF file (Q4_0, Q4_1, Q8_0):
 // the weights stay as small as the file has them (SmolLM2-135M: ~85 MB where float32 is 540 MB) and each step
-// streams those bytes, not a dequantised copy (see completer/models/kernels.py and completer/models/quant.py).
+// streams those bytes, not a dequantised copy (see completer/models/kernels.py and completer/models/blocks.py).
 //
 // The arithmetic is llama.cpp's for Q4_1 x Q8_1: every weight is w = d * u + m in blocks of 32 along K, u an
 // unsigned integer (0..15 for 4 bits, 0..255 for 8; Q4_0 is m = -8d, Q8_0 u = q + 128 and m = -128d); each input
@@ -8,7 +8,7 @@
 // dot product is d * dx * sum(u * qx) + m * sx, the integer sum exact (AVX-512 VNNI: vpdpbusd multiplies unsigned
 // by signed bytes and adds 4 products into each 32-bit lane).
 //
-// Layout (``pack_q`` in completer/models/quant.py writes it): output rows in groups of 16 (one per 32-bit lane), per
+// Layout (``pack_q`` in completer/models/blocks.py writes it): output rows in groups of 16 (one per 32-bit lane), per
 // group and block of 32 inputs 64-byte chunks whose 32-bit lane r holds row r's u for 4 consecutive inputs; 4 bits:
 // 4 chunks, low nibbles inputs 8j..8j+3 and high nibbles 8j+4..8j+7 of chunk j; 8 bits: 8 chunks, chunk t inputs
 // 4t..4t+3. d and m: float16 [groups, blocks, 16]. A row's sum runs over the blocks in order in one lane, the same

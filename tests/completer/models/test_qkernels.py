@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from completer.models import kernels
-from completer.models.quant import GGUF_BLOCKS, dequantise_q, gguf_blocks, pack_q, unpack_rows
+from completer.models.blocks import GGUF_BLOCKS, dequantise_q, gguf_blocks, pack_q, unpack_rows
 
 ops = kernels.ops()
 needs_kernels = pytest.mark.skipif(ops is None, reason=f"kernels not built here: {kernels.reason()}")
