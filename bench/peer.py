@@ -409,7 +409,8 @@ def main(argv=None) -> int:
         raise SystemExit(f"unknown torch configs {unknown}; known: {', '.join(TORCH_CONFIGS)}")
     from completer.models import resolve_model
     gguf_file = json.loads((resolve_model(args.model) / "config.json").read_text()).get("completer_gguf")
-    lcfgs = [c for c in (args.llama_configs or ("file" if gguf_file else "f32,q8_0")).split(",") if c]
+    chosen = args.llama_configs if args.llama_configs is not None else ("file" if gguf_file else "f32,q8_0")
+    lcfgs = [c for c in chosen.split(",") if c]                  # "" = no llama.cpp rows
     if "file" in lcfgs and not gguf_file:
         raise SystemExit(f"llama config 'file' needs a GGUF model; {args.model} is not one")
     llama_missing = None
