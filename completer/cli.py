@@ -22,8 +22,12 @@ from pathlib import Path
 from . import pipeline
 from .context import SourceFile
 from .engine import EngineConfig, EngineError, create_engine
-from .engine.config import DEFAULT_MODEL, HOUSE_DRAFTS, SPECULATION
+from .engine.config import DEFAULT_MODEL, HOUSE_DRAFTS, SPECULATION, VLLM_ONLY_SPECULATION
+
+# the embedded engine's methods: `complete` has no --backend (the vLLM-only ones are settings of completer-lsp)
+CLI_SPECULATION = tuple(s for s in SPECULATION if s not in VLLM_ONLY_SPECULATION)
 from .pipeline import Settings
+from .prompt import TEMPLATES
 
 
 class UsageError(Exception):
@@ -100,6 +104,8 @@ async def complete(args) -> int:
                           num_speculative_tokens=args.k, device=args.device)
     engine = create_engine(config)
     try:
+        if (warning := pipeline.check_template(args.template, engine)) is not None:
+            print(f"completer: warning: {warning}", file=sys.stderr)
         settings = Settings(template=args.template, budget_tokens=args.context_tokens, max_tokens=args.max_tokens,
                             temperature=args.temperature, seed=args.seed, token_healing=args.token_healing)
         print(await pipeline.complete(SourceFile(path.resolve().as_uri(), "", text), offset, engine, settings,
@@ -134,11 +140,13 @@ def main(argv: list[str] | None = None) -> int:
                         f"house:target)")
     c.add_argument("--draft", default=None, help="draft model (default: the house target's own draft, "
                    "house:v2/draft for house:v2/target, house:draft for house:target; none for other models)")
-    c.add_argument("--speculation", choices=SPECULATION, default="auto",
+    c.add_argument("--speculation", choices=CLI_SPECULATION, default="auto",
                    help="auto (default): what `completer tune` measured fastest for these models here, else none")
     c.add_argument("--k", type=k_arg, default="adaptive", help="draft tokens per step, or 'adaptive'")
     c.add_argument("--max-tokens", type=positive_int, default=64, help="upper bound; line completions use fewer")
-    c.add_argument("--template", default="auto", help="FIM template: auto (from the model) | house | qwen | ...")
+    c.add_argument("--template", default="auto", choices=("auto",) + TEMPLATES,
+                   help="FIM template (default auto: the model's own; another one is refused when the model's "
+                        "vocabulary lacks its special tokens, else warned about)")
     c.add_argument("--context-tokens", type=positive_int, default=1024, help="prompt budget in tokens")
     c.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     c.add_argument("--temperature", type=float, default=0.0)

@@ -32,7 +32,7 @@ from .context.syntax import Trees
 from .engine import Engine, Request
 from .healing import heal_plan
 from .postprocess import postprocess
-from .prompt import TEMPLATES, fim_prompt
+from .prompt import TEMPLATE_MARKERS, TEMPLATES, fim_prompt
 from .text import indentation
 
 
@@ -61,6 +61,27 @@ def resolve_template(template: str, engine: Engine) -> str:
     if template not in TEMPLATES:
         raise ValueError(f"template: must be 'auto' or one of {', '.join(TEMPLATES)}, got {template!r}")
     return template
+
+
+def check_template(template: str, engine: Engine) -> str | None:
+    """For a template named explicitly (not ``"auto"``): ValueError when its special tokens are not in the model's
+    vocabulary (the model would read them as text and write garbage), else a warning when it is not the model's own
+    template (same tokens in another order, e.g. ``qwen`` on a house model, also gives garbage); None when fine."""
+    name = resolve_template(template, engine)
+    own = engine.prompt_template
+    if template == "auto" or name == own:
+        return None
+    tokenizer = getattr(engine, "tokenizer", None)
+    if tokenizer is not None:
+        missing = [m for m in TEMPLATE_MARKERS[name]
+                   if tokenizer.token_to_id(m) is None and tokenizer.token_to_id("\u2581" + m) is None]
+        if missing:
+            raise ValueError(f"template {name!r}: the model's vocabulary has no {', '.join(missing)} (its own "
+                             f"template is {own!r}; leave the template on 'auto')")
+    if name == "plain":
+        return f"template 'plain' sends only the code before the cursor (the model's own, {own!r}, sends both sides)"
+    return (f"template {name!r} is not this model's own ({own!r}): it was not trained on that prompt layout and "
+            f"its completions will likely be garbage")
 
 
 def plan(source: SourceFile, offset: int, engine: Engine, settings: Settings = Settings(),

@@ -42,6 +42,17 @@ END_TOKENS = {
 ALL_END_TOKENS = tuple(dict.fromkeys(t for ends in END_TOKENS.values() for t in ends))
 
 
+# Each template's special tokens, as fim_prompt writes them: a model whose vocabulary lacks them reads them as text
+TEMPLATE_MARKERS = {
+    "house": ("<|fim_suffix|>", "<|fim_prefix|>", "<|fim_middle|>"),
+    "qwen": ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"),
+    "starcoder": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>"),
+    "codellama": ("<PRE>", "<SUF>", "<MID>"),
+    "deepseek": ("<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"),
+    "plain": (),
+}
+
+
 def fim_prompt(prefix: str, suffix: str, template: str, context: str = "") -> str:
     """The model prompt for a cursor between ``prefix`` and ``suffix``; ``context`` is prepended to the prefix."""
     if context and not context.endswith("\n"):

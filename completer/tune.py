@@ -51,6 +51,7 @@ from .engine import EngineConfig, EngineError, Request, create_engine
 from .engine.choice import choice_path, measured_for
 from .engine.config import DEFAULT_MODEL, HOUSE_DRAFTS, own_drafter
 from .stats import nearest_rank
+from .context.builder import LINE_MODE_MAX_TOKENS
 
 
 def candidates(backend: str, ks: list[int], draft: str | None, drafter: str | None,
@@ -494,9 +495,22 @@ def gpu_share(given: float | None, engines: int) -> float:
     return min(0.35, GPU_SHARE_TOGETHER / engines)
 
 
+HELP = """Measure each speculation method and k on this machine, for these models, and save the fastest setting
+where engines with speculation="auto" (the default) find it.
+
+Every configuration runs in its own engine on the same sample requests, one at a time, greedy, in rounds
+interleaved across configurations. The winner is the fastest by median tokens/s among those whose greedy text is
+identical to no speculation, at least --min-gain faster than none and with latency p50/p95 no higher; otherwise
+none. How it measures and why: docs/tune.md.
+
+  completer tune                                   # embedded backend, the house pair, CPU or GPU
+  completer tune --backend vllm --model M --draft D --drafter E --out tune.json
+"""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    ap = argparse.ArgumentParser(prog="completer tune", description=__doc__,
+    ap = argparse.ArgumentParser(prog="completer tune", description=HELP,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", choices=("torch", "vllm"), default="torch")
     ap.add_argument("--model", default=DEFAULT_MODEL, help=f"target model (default {DEFAULT_MODEL})")
@@ -522,10 +536,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh-rounds", action="store_true", help="new prompts in every round (--n each), so no "
                     "engine sees a prompt twice; on whenever suffix decoding is a candidate (it drafts from the "
                     "answers it served before)")
-    ap.add_argument("--requests", default="editor", help="editor: shaped as the language server sends them while a "
-                    "line is typed (stops, healing, up to --max-new-tokens, 64); fixed: fill-in-the-middle prompts "
-                    "completed to --max-new-tokens (48); 'editor,fixed': both on the same engines and rounds, a "
-                    "table each, the choice made on the first")
+    ap.add_argument("--requests", default="editor", help="editor (default): shaped as the language server sends "
+                    f"them while a line is typed (its stops, token healing, up to {LINE_MODE_MAX_TOKENS} new tokens "
+                    "for a line); fixed: fill-in-the-middle prompts completed to --max-new-tokens (48); "
+                    "'editor,fixed': both on the same engines and rounds, a table each, the choice made on the first")
     ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--min-gain", type=float, default=1.05, help="a method must beat none by this factor")
     ap.add_argument("--out", default=None, help="also write the result here (it is always saved where engines "

@@ -23,6 +23,16 @@ def _unpacked(folder: Path) -> Path:
     return quant.materialise(folder) if quant.is_packed(folder) else folder
 
 
+def house_names() -> list[str]:
+    """The shipped models' names as ``house:<name>`` (each folder under house/ with a config.json)."""
+    return sorted(f"house:{p.parent.relative_to(HOUSE_DIR).as_posix()}" for p in HOUSE_DIR.rglob("config.json"))
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
+
 def resolve_model(spec: str) -> Path:
     """Turn "house:<name>", a local folder, a .gguf file, "gguf:smollm2" or a hub id into a local folder, or fail
     with a clear message."""
@@ -35,7 +45,7 @@ def resolve_model(spec: str) -> Path:
     if spec.startswith("house:"):
         path = HOUSE_DIR / spec.split(":", 1)[1]
         if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"shipped model {spec!r} not found at {path}")
+            raise FileNotFoundError(f"no shipped model {spec!r}; the shipped ones are {', '.join(house_names())}")
         return _unpacked(path)
     path = Path(spec).expanduser()
     if path.is_dir():
@@ -50,6 +60,9 @@ def resolve_model(spec: str) -> Path:
             raise FileNotFoundError(str(e)) from e
     if path.exists():
         raise FileNotFoundError(f"{path} is a file; expected a model folder with config.json or a .gguf file")
+    if spec.count("/") != 1 or spec.startswith("/"):
+        raise FileNotFoundError(f"{spec!r} is not a model folder, a .gguf file, house:<name> ({', '.join(house_names())}) "
+                                f"or a Hugging Face hub id (owner/name)")
     try:
         from huggingface_hub import snapshot_download
     except ImportError as e:
@@ -57,5 +70,6 @@ def resolve_model(spec: str) -> Path:
     try:
         return Path(snapshot_download(spec, allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model"]))
     except Exception as e:  # offline, unknown id, auth
-        raise FileNotFoundError(f"could not fetch {spec!r} from the Hugging Face hub "
-                                f"(no network here?): {type(e).__name__}: {e}") from e
+        # one line: huggingface_hub's own message adds a paragraph about checking the connection
+        raise FileNotFoundError(f"could not fetch {spec!r} from the Hugging Face hub (no network here, or no such "
+                                f"model?): {_first_line(e)}") from e
