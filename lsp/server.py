@@ -42,6 +42,7 @@ from completer.engine.base import RequestError
 from completer.engine.supervisor import supervised
 
 from . import client_errors, completion, custom, inline, metrics, security, session, sync, transports
+from .client_log import ClientLog
 from .config import ConfigError, ServerConfig
 from .documents import DocumentError, DocumentStore, Snapshot
 from .engine_host import LOADING_WAIT_S, EngineHost, EngineUnavailable
@@ -51,6 +52,12 @@ from .lifecycle import Completion, Lifecycle
 log = logging.getLogger("completer.lsp")
 
 VERSION = "0.1.0"
+
+USAGE_ON_A_TERMINAL = """\
+completer-lsp: a language server. It speaks LSP (JSON-RPC) on stdin/stdout and is started by an editor, not typed
+at: see editors/README.md for VS Code, Neovim and the web page. Waiting for LSP messages on stdin (Ctrl-C ends).
+  completer-lsp --ws 127.0.0.1:8765     serve websocket clients (the web page) instead
+  completer-lsp --help                  every option"""
 
 
 class _Malformed:
@@ -319,8 +326,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--tcp", type=_host_port, metavar="HOST:PORT", help="listen for TCP clients")
     g.add_argument("--ws", type=_host_port, metavar="HOST:PORT", help="listen for websocket clients")
     ap.add_argument("--log-file", help="write the log here (default: stderr)")
-    ap.add_argument("--log-level", default="WARNING",
-                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
+    ap.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+                    help="default: INFO for the server's own lines (listening, engine ready), WARNING for the "
+                         "libraries'. Over stdio the log goes to the editor (window/logMessage), with --log-file "
+                         "to that file")
     security.add_arguments(ap)
     metrics.add_arguments(ap)
     ap.add_argument("--engine-loading-wait", type=float, default=LOADING_WAIT_S, metavar="S",
@@ -335,11 +344,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
-    handler.addFilter(client_errors.Filter())   # a client's mistake is one line, a server bug keeps its traceback
-    logging.basicConfig(level=args.log_level, handlers=[handler],
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     transport = "tcp" if args.tcp else "ws" if args.ws else "stdio"
+    if transport == "stdio" and not args.log_file and sys.stdin.isatty():
+        print(USAGE_ON_A_TERMINAL, file=sys.stderr, flush=True)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler: logging.Handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(fmt)
+    client_log = None
+    if transport == "stdio" and not args.log_file:   # the editor gets the log as window/logMessage (lsp/client_log)
+        handler = client_log = ClientLog(fallback=handler)
+        client_log.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    handler.addFilter(client_errors.Filter())   # a client's mistake is one line, a server bug keeps its traceback
+    logging.basicConfig(level=args.log_level or "WARNING", handlers=[handler])
+    if args.log_level is None:                  # our own progress lines (listening, engine ready); libraries' warnings
+        for name in ("completer", "lsp"):
+            logging.getLogger(name).setLevel(logging.INFO)
+    logging.getLogger("lsp.listening").setLevel(logging.INFO)   # the port, which clients read from the log
     policy = security.Policy.from_args(args, transport)
     # restarts a failed engine (completer.engine.supervisor); --fault-after-steps is its test hook
     host = EngineHost(supervised(fault_after_steps=args.fault_after_steps, restart_wait_s=args.engine_loading_wait),
@@ -360,6 +380,11 @@ def main(argv: list[str] | None = None) -> None:
             serve = transports.serve_tcp if args.tcp else transports.serve_ws
             try:
                 serve(lambda: build_server(host, policy), bind, port, host, policy)
+            except KeyboardInterrupt:
+                # SIGTERM/SIGINT: asyncio's run has cancelled the serving task, whose finally closed the engine (and
+                # with vLLM its engine-core process). The interpreter's own teardown (the model's tensors, torch's
+                # threads) took 3-9 s more, so `kill PID` seemed to hang: end here, as the stdio server does
+                _exit_now(0)
             except OSError as e:
                 if e.errno not in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
                     raise
@@ -369,7 +394,7 @@ def main(argv: list[str] | None = None) -> None:
                 sys.exit(1)
         else:
             try:
-                transports.serve_stdio(build_server(host, policy), host, policy)
+                transports.serve_stdio(build_server(host, policy), host, policy, client_log)
             except SystemExit as e:    # `exit` (pygls calls sys.exit once the connection is closed)
                 _exit_now(e.code if isinstance(e.code, int) else 0)
             except KeyboardInterrupt:
