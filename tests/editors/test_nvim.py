@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -202,3 +203,17 @@ def test_visible_text_strips_what_was_typed(editor):
     assert vis({"insertText": "ret", "range": {"start": at(4), "end": at(7)}}, "    ret", 7) is None
     # UTF-16 range start after a non-ASCII character (é: 1 UTF-16 unit, 2 bytes).
     assert vis({"insertText": "lan", "range": {"start": at(1), "end": at(3)}}, "éla", 4) == "n"
+
+
+def test_status_is_words_and_rounded_numbers(nvim):
+    """:CompleterStatus printed the server's counters as raw JSON with 15-digit floats."""
+    nvim.keys("5GAreturn ")
+    nvim.wait(GHOST, what="ghost text")
+    text = nvim.lua("require[[completer]].status_text(require[[completer]].stats(0))")
+    lines = text.split("\n")
+    assert lines[0].startswith("completer: ") and lines[1].startswith("server: ")
+    assert lines[2].startswith("last request: ") and lines[3].startswith("engine: ready, model ")
+    assert "{" not in text and '"' not in text
+    assert not re.search(r"\d+\.\d{2,}", text), text      # at most one decimal
+    shown = nvim.lua("vim.api.nvim_exec2('CompleterStatus', {output = true}).output")
+    assert shown.split("\n")[0].startswith("completer: ") and "engine: ready" in shown
