@@ -51,7 +51,7 @@ class Settings:
     next_line: bool = False         # at the end of a finished line, a request that wrote nothing is asked for the
                                     # next line (ghost text "\n" + indentation + that line). Off: with the house
                                     # models no such next line was right in the CPU replay (bench/results/
-                                    # replay-fb6d48f: 0 of 7-15 a round), so it only added wrong ghost text
+                                    # replay-fb6d48f at b4844c3: 0 of 7-15 a round), so it only added wrong ghost text
 
 
 def resolve_template(template: str, engine: Engine) -> str:

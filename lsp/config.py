@@ -74,9 +74,10 @@ class ServerConfig:
     reuse_in_flight: bool = True          # a keystroke that types what the running request writes is answered by it
     early_answer: bool = False            # answer at the end of the first line; the block finishes in the background
     adaptive_debounce: bool = True        # debounce learned from the client's typing rhythm and the engine's time
-                                          # (else debounceMs); on: bench/results/replay-issue13-allkeys
+                                          # (else debounceMs); on: bench/results/replay-issue13-allkeys at b4844c3
     debounce_min_ms: float = 0.0          # bounds of the adaptive debounce
-    debounce_max_ms: float = 300.0        # under load the adaptive wait skips mid-burst keys (reliability-issue13-bound)
+    debounce_max_ms: float = 300.0        # under load the adaptive wait skips mid-burst keys
+                                          # (bench/results/reliability-issue13-bound at b4844c3)
     token_healing: bool = True            # prompt backed up to a token boundary at the cursor (completer.healing)
     answer_bound_ms: float = 1000.0       # refuse ("server busy") what cannot be answered within this; 0 = never
 
