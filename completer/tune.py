@@ -1,37 +1,10 @@
 """``completer tune``: choose the speculation setting by measuring it, on this machine, for these models.
 
-Why: whether speculation pays depends on the hardware and the models (on the H200 the house pair's ``draft_model``
-is 0.5x of no speculation while at 7B an EAGLE-3 drafter is ~2x; on a CPU it is different again), so the setting is
-chosen from a measurement, not hoped for. Each available method and k runs in its own engine on the same sample
-prompts, one request at a time, greedy, in rounds interleaved across the configurations (the order rotating; all
-engines side by side, vLLM's each with a share of GPU memory, unless ``--engines one-at-a-time``); per
-configuration, from each prompt's median time over the rounds: median tokens/s per request, aggregate tokens/s,
-latency p50/p95, time to the first token and decode time per token, tokens per step, and whether the
-output is identical to no speculation in the first round, where no prompt is in a prefix cache (later rounds are
-reported per round: in bf16 vLLM's cached prefills can turn near-ties, none's own included). The winner is the fastest
-configuration by median tokens/s among those with identical greedy output, at least ``--min-gain`` over none, and
-request latency p50 and p95 no higher than none's; if nothing qualifies, ``none`` wins.
-
-The requests are shaped as the editor's (``--requests editor``, the default): a cursor typing into a line of a
-held-out source file, the prompt, stop strings, token limit and token healing that ``completer.pipeline.plan`` makes
-for it, as the language server sends them. Ghost text is short (a line ends at the newline), and on a GPU the time
-to the first token weighs more than the decode speed there: a method measured on 48-token completions alone once
-chose eagle3 at 1.32x that was 0.74x on requests ending at a median 21 tokens (bench/results/vllm/2026-12-04c, d);
-on editor requests at house scale on the H200 tune chose none, or eagle3 k=2 at 1.11x (2026-12-04e).
-``--requests fixed`` measures fixed-length completions of FIM prompts (``--max-new-tokens``, 48), as before;
-``--requests editor,fixed`` both, on the same engines in the same rounds (on vLLM an engine start is 50-120 s, the
-cost of a tune): a table and a best configuration for each, the choice saved from the first.
-
-vLLM's suffix decoding (``suffix k=K``) drafts from the answers its engine served before as well as from the prompt,
-so a prompt repeated in a later round would be drafted from memory: with it among the candidates (or with
-``--fresh-rounds``) every round gets prompts of its own and the figures are medians over every request.
-
-Saves the result (JSON: the winning engine settings and the whole table) where an engine with
-``speculation="auto"`` (the default) finds it for these models (``completer/engine/choice.py``), also to ``--out``
-if given, and prints the table.
-
-    completer tune                                   # embedded backend, house pair, CPU or GPU
-    completer tune --backend vllm --model M --draft D --drafter E --out tune.json
+Each available method and k runs in its own engine on the same sample requests (shaped as the editor's by default),
+greedy, in rounds interleaved across the configurations; the winner is the fastest by median tokens/s among those
+with greedy output identical to none, at least ``--min-gain`` over none, with latency p50/p95 no higher than none's
+(else none). The result is saved where an engine with ``speculation="auto"`` finds it (``completer/engine/choice.py``).
+How it measures, why, and what it chose on the machines here: docs/tune.md.
 """
 
 from __future__ import annotations
