@@ -19,7 +19,7 @@ stand-in (see the model's REPORT.md).
 ``tokenizer.json`` (all that is needed: how the draft is trained on a machine without the target's weights).
 
 Also here: held-out cross-entropy per language (``heldout_ce``) and the acceptance of a trained draft against its
-real target along the target's greedy continuation of plain prompts (``python -m completer.models.draft_for
+real target along the target's greedy continuation of plain prompts (``python -m completer.training.draft_for
 accept``, CPU is fine), and ``subset``: a smaller corpus archive to carry to a device.
 """
 
@@ -38,8 +38,8 @@ import torch
 import torch.nn.functional as F
 
 from .evaluate import acceptance_by_position
-from .llama import LlamaForCausalLM, ModelConfig
-from .tokenizer import load_tokenizer
+from ..models.llama import LlamaForCausalLM, ModelConfig
+from ..models.tokenizer import load_tokenizer
 
 DRAFT_FOR = ModelConfig(vocab_size=49152, hidden_size=96, intermediate_size=256, num_hidden_layers=4,
                         num_attention_heads=2, num_key_value_heads=1, head_dim=48, max_position_embeddings=8192,
@@ -58,7 +58,7 @@ def target_folder(spec: str) -> Path:
             if not (path / name).is_file():
                 raise FileNotFoundError(f"{path} has no {name} (--draft-for needs the target's config and tokenizer)")
         return path
-    from . import resolve_model
+    from ..models import resolve_model
     return resolve_model(spec)
 
 
@@ -252,14 +252,14 @@ def acceptance(target_model, draft_model, tok, prompts: list[str], new_tokens: i
 
 
 def accept_main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m completer.models.draft_for accept",
+    ap = argparse.ArgumentParser(prog="python -m completer.training.draft_for accept",
                                  description="Acceptance of a draft against its real target on held-out code "
                                              "(plain prompts, greedy), per language; and both models' held-out "
                                              "cross-entropy.")
     ap.add_argument("--model", default="gguf:smollm2")
     ap.add_argument("--draft", nargs="+", default=["house:smollm2/draft"], help="one or more drafts, each "
                     "scored on the same prompts and text")
-    ap.add_argument("--heldout", help="held-out archive (python -m completer.models.corpus build)")
+    ap.add_argument("--heldout", help="held-out archive (python -m completer.training.corpus build)")
     ap.add_argument("--local-python", action="store_true", help="also this machine's Python held-out split")
     ap.add_argument("--tasks", type=int, default=10, help="prompts per language")
     ap.add_argument("--new-tokens", type=int, default=32)
@@ -268,7 +268,7 @@ def accept_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args(argv)
-    from . import resolve_model
+    from ..models import resolve_model
     if args.threads:
         torch.set_num_threads(args.threads)
     t0 = time.time()
@@ -278,7 +278,7 @@ def accept_main(argv: list[str] | None = None) -> int:
     drafts = {d: LlamaForCausalLM.from_pretrained(resolve_model(d)).eval() for d in args.draft}
     groups = heldout_groups(args.heldout, args.local_python, 2.0)
     sep = separator_id(tok, tfolder)
-    report = {"command": "python -m completer.models.draft_for accept " + " ".join(
+    report = {"command": "python -m completer.training.draft_for accept " + " ".join(
         argv if argv is not None else __import__("sys").argv[2:]), "model": args.model,
         "params_target": sum(p.numel() for p in target.parameters()),
         "loss_target": heldout_ce(target, tok, sep, groups, torch.device("cpu"), seq_len=512, max_mb=args.loss_mb,
@@ -308,7 +308,7 @@ def subset_main(argv: list[str] | None = None) -> int:
     ``--per-language-mb`` of each."""
     from . import corpus
 
-    ap = argparse.ArgumentParser(prog="python -m completer.models.draft_for subset", description=subset_main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m completer.training.draft_for subset", description=subset_main.__doc__)
     ap.add_argument("archive")
     ap.add_argument("out")
     ap.add_argument("--mb", type=float, required=True, help="MB of text in all")
@@ -335,5 +335,5 @@ if __name__ == "__main__":
     commands = {"accept": accept_main, "subset": subset_main}
     if sys.argv[1:2] and sys.argv[1] in commands:
         raise SystemExit(commands[sys.argv[1]](sys.argv[2:]))
-    raise SystemExit("usage: python -m completer.models.draft_for accept [--model M --draft D --heldout ARCHIVE] | "
+    raise SystemExit("usage: python -m completer.training.draft_for accept [--model M --draft D --heldout ARCHIVE] | "
                      "subset ARCHIVE OUT --mb N [--skip LANG...]")

@@ -14,7 +14,8 @@ import json
 import pytest
 import torch
 
-from completer.models import HOUSE_DIR, quant, resolve_model, train
+from completer.models import HOUSE_DIR, quant, resolve_model
+from completer.training import train
 from completer.models.gguf import smollm2_path
 from completer.models.llama import LlamaForCausalLM
 
@@ -83,7 +84,7 @@ def test_smollm2_with_its_draft_writes_what_it_writes_alone(tmp_path, monkeypatc
     """gguf:smollm2 + house:smollm2/draft, k=2 and k=4: greedy text identical to no speculation, and the draft is
     right often enough to be accepted (it was trained on SmolLM2's tokenizer, not distilled from it)."""
     from completer.engine import EngineConfig, Request
-    from completer.engine.torch_engine import TorchEngine
+    from completer.engine.torch.engine import TorchEngine
     from completer.prompt import template_for_model
 
     monkeypatch.setenv("COMPLETER_CACHE", str(tmp_path))

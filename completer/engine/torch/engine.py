@@ -23,17 +23,17 @@ from typing import AsyncIterator
 
 import torch
 
-from .. import healing
-from ..models import resolve_model
-from ..models.llama import SMALL_STEP, KVCache, LlamaForCausalLM, PackedLinear
-from ..models.tokenizer import load_tokenizer
-from ..prompt import ALL_END_TOKENS, template_for_model
-from ..speculative import (BreakEven, DraftProposer, Sampling, common_prefix, decode_one, make_schedule, prefill,
+from ... import healing
+from ...models import resolve_model
+from ...models.llama import SMALL_STEP, KVCache, LlamaForCausalLM, PackedLinear
+from ...models.tokenizer import load_tokenizer
+from ...prompt import ALL_END_TOKENS, template_for_model
+from ...speculative import (BreakEven, DraftProposer, Sampling, common_prefix, decode_one, make_schedule, prefill,
                            propose_ngram, speculative_step, verify_greedy, verify_sampling)
-from .base import (Chunk, Counters, EngineError, InjectedFault, Request, apply_stop, check_prompt, held_back,
+from ..base import (Chunk, Counters, EngineError, InjectedFault, Request, apply_stop, check_prompt, held_back,
                    open_model)
-from .choice import resolve as resolve_speculation
-from .config import EngineConfig
+from ..choice import resolve as resolve_speculation
+from ..config import EngineConfig
 from .threads import ThreadChooser
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -1,4 +1,4 @@
-"""bench/lspclient.py, the one JSON-RPC client of the tests and benchmarks: framing, matching responses, the message
+"""lsp/client.py, the one JSON-RPC client of the tests and benchmarks: framing, matching responses, the message
 log, the wait-for-ready loop, reading the listening port (against an in-memory peer; the e2e, reliability and
 replay tests drive it against the real server)."""
 
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from bench.lspclient import LISTENING, Client, ServerGone, frame, read_frame, wait_ready
+from lsp.client import LISTENING, Client, ServerGone, frame, read_frame, wait_ready
 
 
 def reader_of(data: bytes) -> asyncio.StreamReader:

@@ -1,7 +1,7 @@
 """Held-out report for a target/draft pair: loss, next-line exact match, draft acceptance against the target.
 
-    python -m completer.models.evaluate --models completer/models/house --json bench/results/house_eval.json
-    python -m completer.models.evaluate --models runs/v2 completer/models/house --heldout .corpus/heldout.jsonl.xz
+    python -m completer.training.evaluate --models completer/models/house --json bench/results/house_eval.json
+    python -m completer.training.evaluate --models runs/v2 completer/models/house --heldout .corpus/heldout.jsonl.xz
 
 - loss: mean next-token cross-entropy of each model on FIM samples made from held-out files (same mix as training);
   also per character (loss per token / characters per token), which compares pairs with different tokenizers.
@@ -29,8 +29,9 @@ from tqdm import tqdm
 
 from . import corpus
 from .fim import encode_samples, pack
-from .llama import LlamaForCausalLM
-from .tokenizer import EOS, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, load_tokenizer
+from ..models import HOUSE_DIR
+from ..models.llama import LlamaForCausalLM
+from ..models.tokenizer import EOS, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, load_tokenizer
 
 MAX_POSITION = 8
 
@@ -137,11 +138,11 @@ def figures(root: Path, texts: list[str], n_tasks: int, loss_mb: float, seed: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m completer.models.evaluate", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m completer.training.evaluate", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", nargs="+", default=[str(Path(__file__).parent / "house")],
+    ap.add_argument("--models", nargs="+", default=[str(HOUSE_DIR)],
                     help="folder(s) with target/ and draft/ (several: compared on the same held-out text)")
-    ap.add_argument("--heldout", help="held-out archive (python -m completer.models.corpus build): figures per "
+    ap.add_argument("--heldout", help="held-out archive (python -m completer.training.corpus build): figures per "
                                       "language; default: this machine's Python held-out split")
     ap.add_argument("--tasks", type=int, default=200, help="next-line tasks (also the acceptance prompts), per "
                                                            "language with --heldout")
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
-    command = "python -m completer.models.evaluate " + " ".join(argv if argv is not None else __import__("sys").argv[1:])
+    command = "python -m completer.training.evaluate " + " ".join(argv if argv is not None else __import__("sys").argv[1:])
     if args.heldout:
         groups: dict[str, list[str]] = {}
         for _, lang, text in corpus.read_archive(args.heldout):

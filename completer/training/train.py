@@ -4,13 +4,13 @@
     completer train --preset h200 --minutes 6 --out completer/models/house   # how the shipped pair was made
     completer train --preset h200 --corpus .corpus/train.jsonl.xz --tokenizer .corpus/tokenizer ...   # v2
 
-``--corpus`` takes an archive made by ``python -m completer.models.corpus build`` (several languages, from the
+``--corpus`` takes an archive made by ``python -m completer.training.corpus build`` (several languages, from the
 committed manifest; what v2 was trained on) instead of this machine's Python files; given several times (``python``
 naming this machine's Python train split), each source gives up to ``--corpus-mb``.
 
 ``--draft-for TARGET`` trains only a draft for someone else's target (``gguf:smollm2``, a .gguf file or a folder
 with its config.json and tokenizer.json): the target's tokenizer, left-to-right cross-entropy, the target never
-loaded (``completer.models.draft_for`` says why and how); it writes OUT/draft/ and, with ``--heldout``, the held-out
+loaded (``completer.training.draft_for`` says why and how); it writes OUT/draft/ and, with ``--heldout``, the held-out
 cross-entropy per language into train_meta.json:
 
     completer train --draft-for gguf:smollm2 --preset h200 --corpus .corpus/train.jsonl.xz --corpus python \\
@@ -44,8 +44,9 @@ from tqdm import tqdm
 
 from . import corpus
 from .fim import encode_samples, pack
-from .llama import LlamaForCausalLM, ModelConfig
-from .tokenizer import EOS, SPECIAL_TOKENS, load_tokenizer, save_tokenizer, train_tokenizer
+from ..models.llama import LlamaForCausalLM, ModelConfig
+from ..models.tokenizer import EOS, SPECIAL_TOKENS, load_tokenizer
+from .tokenizer import save_tokenizer, train_tokenizer
 
 TARGET = ModelConfig(vocab_size=8192, hidden_size=320, intermediate_size=768, num_hidden_layers=8,
                      num_attention_heads=5, num_key_value_heads=1, max_position_embeddings=2048, rope_theta=10000.0)
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, help=f"sequences per step (default: the preset's: {_per_preset('batch')})")
     ap.add_argument("--max-steps", type=int, help="stop after this many steps (smoke tests)")
     ap.add_argument("--corpus", action="append",
-                    help="train on this archive (python -m completer.models.corpus build) instead of this machine's "
+                    help="train on this archive (python -m completer.training.corpus build) instead of this machine's "
                          "Python files; repeat for several (each up to --corpus-mb; 'python' = this machine's "
                          "Python train split)")
     ap.add_argument("--draft-for", metavar="TARGET",
@@ -307,7 +308,7 @@ def _train(args, argv, p: Preset, minutes: float, device, out: Path, t0: float, 
 
 
 def _train_draft_for(args, argv, p: Preset, minutes: float, device, out: Path, t0: float) -> int:
-    """``--draft-for``: the draft alone, for another model's vocabulary (see completer.models.draft_for)."""
+    """``--draft-for``: the draft alone, for another model's vocabulary (see completer.training.draft_for)."""
     from . import draft_for
 
     target = draft_for.target_folder(args.draft_for)

@@ -2,7 +2,7 @@
 or websockets (one message a frame), plus the server process it talks to.
 
 Only the standard library and ``websockets``: the vLLM helper runs the replay on a bare GPU machine. The tests
-import it too (``from bench.lspclient import ...``) rather than keeping clients of their own, so that a fix to
+import it too (``from lsp.client import ...``) rather than keeping clients of their own, so that a fix to
 framing, to reading the listening port or to the wait-for-ready loop reaches every caller.
 
 Every message the server writes is kept, in order, in ``Client.received`` (with its arrival time under

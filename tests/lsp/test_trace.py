@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from bench import trace as tr
+from lsp import trace as tr
 
 
 def _trace() -> tr.Trace:

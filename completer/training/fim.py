@@ -17,7 +17,7 @@ from typing import Iterable, Iterator
 import numpy as np
 from tokenizers import Tokenizer
 
-from .tokenizer import EOS, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
+from ..models.tokenizer import EOS, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
 
 MODES = (("psm", 0.5), ("spm", 0.4), ("plain", 0.1))
 CHUNK_CHARS = 3000

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from completer.models.drafter import DrafterConfig, Eagle3Drafter, apply_rope, target_features
+from completer.training.drafter import DrafterConfig, Eagle3Drafter, apply_rope, target_features
 from completer.models.llama import LlamaForCausalLM, ModelConfig
 
 
@@ -140,7 +140,8 @@ def test_train_drafter_on_a_corpus_archive_for_the_packed_house_v2_target(tmp_pa
     archive of several languages (--corpus, read as `completer train --corpus` reads it), no report during training
     (--eval-prompts 0, as on the device), then --report-only on a held-out archive: one report per language."""
     from completer.cli import main
-    from completer.models import HOUSE_DIR, corpus, resolve_model
+    from completer.models import HOUSE_DIR, resolve_model
+    from completer.training import corpus
     from completer.models.llama import LlamaForCausalLM
 
     src = {"go": "package main\n\nfunc add(a, b int) int {\n\treturn a + b\n}\n\n",
@@ -187,7 +188,7 @@ def test_heldout_prompts_stay_a_list_of_token_ids_for_tune():
     """`completer tune` samples its prompts with heldout_prompts: a list of token-id lists (the per-language
     grouping of the drafter's report is heldout_prompts_by_language)."""
     from completer.models import HOUSE_DIR
-    from completer.models.drafter import heldout_prompts, heldout_prompts_by_language
+    from completer.training.drafter import heldout_prompts, heldout_prompts_by_language
     from completer.models.tokenizer import load_tokenizer
 
     tok = load_tokenizer(HOUSE_DIR / "v2" / "target")

@@ -1,4 +1,4 @@
-from completer.models import corpus
+from completer.training import corpus
 
 
 def test_split_is_stable_hash_of_relpath():

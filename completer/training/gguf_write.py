@@ -11,7 +11,7 @@ with Llama's q/k rows permuted to llama.cpp's interleaved RoPE layout (the inver
 Types: ``f32`` or ``q8_0`` (llama.cpp's 8-bit blocks; 1-D tensors and tensors whose rows are not a multiple of
 32 stay f32, as llama.cpp's converter does), or a type per tensor part (``{"attn_q": Q8_0, "ffn_up": Q4_1, ...}``).
 
-    python bench/gguf_write.py completer/models/house/target /tmp/target-f32.gguf --type f32
+    python -m completer.training.gguf_write completer/models/house/target /tmp/target-f32.gguf --type f32
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ThreadChooser (completer/engine/threads.py): per phase, the thread count that measures fastest, re-tried now
+"""ThreadChooser (completer/engine/torch/threads.py): per phase, the thread count that measures fastest, re-tried now
 and then with a growing gap. Timings are scripted here, so the choice can be checked exactly."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from completer.engine.threads import ThreadChooser
+from completer.engine.torch.threads import ThreadChooser
 
 
 def serve(ch: ThreadChooser, phase: str, cost: dict[int, float], steps: int) -> list[int]:

@@ -313,7 +313,7 @@ def subset_archive(src: str | Path, dst: str | Path, mb: float) -> dict:
             "archive_bytes": Path(dst).stat().st_size}
 
 
-if __name__ == "__main__":  # python -m completer.models.corpus [split] | build OUT [--heldout-mb N] | subset SRC DST --mb N
+if __name__ == "__main__":  # python -m completer.training.corpus [split] | build OUT [--heldout-mb N] | subset SRC DST --mb N
     if len(sys.argv) > 2 and sys.argv[1] == "build":
         mb = float(sys.argv[sys.argv.index("--heldout-mb") + 1]) if "--heldout-mb" in sys.argv else 1.0
         print(json.dumps(build_archive(sys.argv[2], heldout_mb=mb), indent=1))

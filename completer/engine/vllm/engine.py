@@ -27,12 +27,12 @@ import logging
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-from .. import healing
-from ..models import resolve_model
-from ..prompt import template_for_model
-from .base import Chunk, Counters, EngineError, Request, RequestError, apply_stop, check_prompt, held_back, open_model
-from .choice import resolve as resolve_speculation
-from .config import EngineConfig
+from ... import healing
+from ...models import resolve_model
+from ...prompt import template_for_model
+from ..base import Chunk, Counters, EngineError, Request, RequestError, apply_stop, check_prompt, held_back, open_model
+from ..choice import resolve as resolve_speculation
+from ..config import EngineConfig
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from completer.models.dflash import (DFlashConfig, DFlashDrafter, acceptance_report, block_mask, blocks,
+from completer.training.dflash import (DFlashConfig, DFlashDrafter, acceptance_report, block_mask, blocks,
                                      check_checkpoint, dflash_loss, draft_all, expected_weights)
-from completer.models.drafter import target_features
+from completer.training.drafter import target_features
 from completer.models.llama import LlamaForCausalLM, ModelConfig, apply_rope
 
 
@@ -115,7 +115,7 @@ def test_training_fits_the_targets_greedy_continuation_and_the_report_counts_it(
     """A few hundred steps on one greedy continuation: the drafts of that continuation become right, and the
     acceptance report (vLLM's count) sees it; before training they are at chance."""
     t, d = tiny(seed=1)
-    from completer.models.drafter import greedy_continuation
+    from completer.training.drafter import greedy_continuation
 
     prompt = torch.randint(6, 64, (12,)).tolist()
     seq = torch.tensor(prompt + greedy_continuation(t, prompt, 24, None, "cpu"))
@@ -140,7 +140,7 @@ def test_train_drafter_method_dflash_for_the_packed_house_v2_target(tmp_path, da
     continuations of FIM prompts from it), a few steps, the checkpoint vLLM's DFlash loader takes (mask token
     <|fim_pad|>), then the held-out report per draft position of the trained block."""
     from completer.cli import main
-    from completer.models import corpus
+    from completer.training import corpus
 
     src = {"go": "package main\n\nfunc add(a, b int) int {\n\treturn a + b\n}\n\n",
            "rust": "fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\n"}
@@ -169,8 +169,8 @@ def test_train_drafter_method_dflash_for_the_packed_house_v2_target(tmp_path, da
 def test_batched_greedy_continuations_equal_the_one_by_one_ones():
     """On a GPU train-drafter continues prompts in batches of neighbouring lengths (trimmed after their first
     token): each continuation is the one the cached one-by-one generation gives for the trimmed prompt."""
-    from completer.models.dflash import greedy_batch, length_buckets
-    from completer.models.drafter import greedy_continuation
+    from completer.training.dflash import greedy_batch, length_buckets
+    from completer.training.drafter import greedy_continuation
 
     t, _ = tiny(seed=2)
     prompts = [torch.randint(6, 64, (n,)).tolist() for n in (9, 12, 10, 15, 11)]
@@ -187,7 +187,7 @@ def test_batched_greedy_continuations_equal_the_one_by_one_ones():
 def test_a_batch_of_sequences_in_one_forward_equals_each_sequence_alone(causal):
     """Training takes several sequences of different lengths in one forward (right-padded): every block's logits
     are those of its sequence alone, so the padding and the other sequences are never seen."""
-    from completer.models.dflash import batch_block_logits, block_logits
+    from completer.training.dflash import batch_block_logits, block_logits
 
     t, d = tiny(seed=4, causal=causal)
     seqs = [torch.randint(6, 64, (n,)) for n in (20, 31, 26)]
@@ -202,7 +202,7 @@ def test_a_batch_of_sequences_in_one_forward_equals_each_sequence_alone(causal):
 def test_labels_are_the_targets_own_chain_from_each_anchor():
     """Offset i of the block at P is labelled with the target's token at P+i only while the sequence between is
     what the target would have generated (its chain from P); never past the sequence's real end."""
-    from completer.models.dflash import chain_labels
+    from completer.training.dflash import chain_labels
 
     pred = torch.tensor([[10, 11, 12, 13, 14, 15, 16, 17]] * 2)       # the target's argmax after each position
     ids = torch.tensor([[0, 10, 11, 99, 13, 14, 15, 16]] * 2)           # position 3 leaves the target's chain
@@ -215,7 +215,7 @@ def test_labels_are_the_targets_own_chain_from_each_anchor():
 def test_drafter_layers_can_start_as_the_targets(which, src):
     """``--dflash-init first|last``: each drafter layer is a copy of a target layer (projections, MLP, norms), the
     final norm is the target's; the Qwen3 q/k norms the target lacks are left as they were."""
-    from completer.models.dflash import init_from_target
+    from completer.training.dflash import init_from_target
 
     t, d = tiny()
     qn = d.layers[0].self_attn.q_norm.weight.clone()

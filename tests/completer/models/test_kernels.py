@@ -1,11 +1,11 @@
-"""The engine's own fp16-weight matmul kernel (completer/engine/kernels.py, matvec.cpp): same numbers as torch,
+"""The engine's own fp16-weight matmul kernel (completer/models/kernels.py, matvec.cpp): same numbers as torch,
 the same row whatever the number of rows or threads (lossless speculation compares a decode step with a
 verification step), and the model's packed step with it against the float model."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from completer.engine import kernels
+from completer.models import kernels
 
 ops = kernels.ops()
 needs_kernels = pytest.mark.skipif(ops is None, reason=f"kernels not built here: {kernels.reason()}")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from completer.engine import EngineConfig, EngineError, Request, create_engine
-from completer.engine.torch_engine import TorchEngine, _Running
+from completer.engine.torch.engine import TorchEngine, _Running
 from completer.models.llama import LlamaForCausalLM
 from completer.speculative import DraftProposer, Sampling, speculative_step
 
@@ -66,7 +66,7 @@ async def test_a_stop_string_ends_the_burst_no_tokens_past_it(make_engine):
     """Steps run in bursts of up to BURST_S in the model thread; the stop string must end the burst at the step
     that wrote it (before, the request's last chunk waited out the burst, generating tokens nobody sees, a number
     that varied with timing)."""
-    import completer.engine.torch_engine as te
+    import completer.engine.torch.engine as te
 
     eng = make_engine(speculation="none")
     text, ids, _ = await collect(eng, Request("a", contract.PROMPTS[4], max_new_tokens=40))
@@ -276,7 +276,7 @@ async def test_superseding_request_reuses_the_aborted_requests_cache(make_engine
 
 
 async def test_cache_keys_are_lru_bounded(make_engine):
-    from completer.engine import torch_engine
+    from completer.engine.torch import engine as torch_engine
 
     eng = make_engine(speculation="none")
     for i in range(torch_engine.CACHE_KEYS + 3):

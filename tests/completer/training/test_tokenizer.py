@@ -1,7 +1,8 @@
 import pytest
 from tokenizers import Tokenizer
 
-from completer.models.tokenizer import EOS, SPECIAL_TOKENS, load_tokenizer, save_tokenizer, train_tokenizer
+from completer.models.tokenizer import EOS, SPECIAL_TOKENS, load_tokenizer
+from completer.training.tokenizer import save_tokenizer, train_tokenizer
 
 CODE = [
     "def f(x):\n\treturn x  +  1\r\n\n\n",

@@ -24,13 +24,13 @@ chain is checked against the target's tokens, giving acceptance per draft positi
 at position j / drafts) and the expected tokens per verification step for each k (per language with ``--heldout``).
 
 Corpus: this machine's Python files (how ``house:eagle3`` for house v1 was made), or with ``--corpus ARCHIVE`` the
-archive a target was trained on (``python -m completer.models.corpus build``, read as ``completer train --corpus``
+archive a target was trained on (``python -m completer.training.corpus build``, read as ``completer train --corpus``
 reads it), so the drafter sees its target's language mix; ``--heldout ARCHIVE`` draws the report's prompts from
 that archive's held-out split, per language. A packed target (house:v2/target's int4 ``model.quant``) is
 dequantised by ``resolve_model`` into the same float folder the vLLM backend serves, so the drafter learns the
 hidden states of the weights vLLM runs (bf16 on a GPU, as vLLM's ``dtype="auto"`` runs that float32 folder).
 
-``--method dflash`` trains a DFlash drafter instead (all k drafts in one forward; ``completer.models.dflash``).
+``--method dflash`` trains a DFlash drafter instead (all k drafts in one forward; ``completer.training.dflash``).
 
     completer train-drafter --target completer/models/house/target --out completer/models/house/eagle3 --minutes 4
     completer train-drafter --target house:v2/target --corpus .corpus/train.jsonl.xz \
@@ -54,7 +54,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .llama import MLP, LlamaForCausalLM, RMSNorm, apply_rope
+from ..models.llama import MLP, LlamaForCausalLM, RMSNorm, apply_rope
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 
@@ -479,7 +479,7 @@ def _fim_prompts(tok, texts, n: int, rng: random.Random, max_len: int, keep: flo
     """Up to ``n`` FIM prompts of at most ``max_len`` tokens, one from each of a random ``keep`` share of the
     texts' chunks."""
     from .fim import chunks, split_fim
-    from .tokenizer import FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
+    from ..models.tokenizer import FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
 
     ids = {t: tok.token_to_id(t) for t in (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE)}
     out = []
@@ -509,7 +509,7 @@ def choose_draft_vocab(stream: np.ndarray, vocab: int, size: int) -> torch.Tenso
 
 def main(argv: list[str] | None = None) -> int:
     from .fim import encode_samples, pack
-    from .tokenizer import EOS, load_tokenizer
+    from ..models.tokenizer import EOS, load_tokenizer
     from .train import corpus_texts                # the archive reader `completer train --corpus` uses
 
     ap = argparse.ArgumentParser(prog="completer train-drafter", description=__doc__,
@@ -524,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus-mb", type=float, default=None, help="MB of train-split text (default 60 GPU / 5 CPU), "
                     "from each --corpus")
     ap.add_argument("--corpus", action="append",
-                    help="train on this corpus archive (python -m completer.models.corpus build: the mix the target "
+                    help="train on this corpus archive (python -m completer.training.corpus build: the mix the target "
                          "was trained on) instead of this machine's Python files; repeat for several (each up to "
                          "--corpus-mb; 'python' = this machine's Python train split)")
     ap.add_argument("--heldout", help="held-out corpus archive: the acceptance report's prompts come from it, "
@@ -546,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="no training: write the held-out acceptance report of the drafter already in --out")
     ap.add_argument("--method", choices=("eagle3", "dflash"), default="eagle3", help="eagle3: one layer drafting "
                     "token by token (vLLM method eagle3); dflash: a small decoder drafting all k tokens in one "
-                    "forward (vLLM method dflash; completer.models.dflash)")
+                    "forward (vLLM method dflash; completer.training.dflash)")
     ap.add_argument("--layers", type=int, default=2, help="dflash: drafter layers")
     ap.add_argument("--block", type=int, default=5, help="dflash: block length trained = k + 1 for the k served")
     ap.add_argument("--causal", action="store_true", help="dflash: causal attention inside the block")
@@ -565,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     for a in [x for x in args.corpus or () if x != "python"] + ([args.heldout] if args.heldout else []):
         if not Path(a).is_file():                  # before minutes of loading and training, not after
-            raise SystemExit(f"completer train-drafter: no corpus archive {a} (python -m completer.models.corpus "
+            raise SystemExit(f"completer train-drafter: no corpus archive {a} (python -m completer.training.corpus "
                              f"build DIR writes DIR/train.jsonl.xz and DIR/heldout.jsonl.xz)")
     t0 = time.time()
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
@@ -575,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     corpus_mb = args.corpus_mb or (60 if gpu else 5)
     n_eval = args.eval_prompts if args.eval_prompts is not None else (100 if gpu else 20)
     random.seed(args.seed), np.random.seed(args.seed), torch.manual_seed(args.seed)
-    from . import resolve_model
+    from ..models import resolve_model
 
     try:   # house:<name> or a folder; packed weights (house:v2/target's int4) dequantised as vLLM is given them
         target_dir = resolve_model(args.target)

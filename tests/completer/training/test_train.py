@@ -1,6 +1,6 @@
 import json
 
-from completer.models import train
+from completer.training import train
 
 
 def test_tiny_run_lowers_loss_and_writes_loadable_pair(tmp_path, house):
@@ -26,7 +26,7 @@ def test_ctrl_c_keeps_the_models_as_they_are_and_says_where(tmp_path, house):
     from pathlib import Path
 
     out = tmp_path / "pair"
-    proc = subprocess.Popen([sys.executable, "-m", "completer.models.train", "--preset", "tiny", "--tokenizer",
+    proc = subprocess.Popen([sys.executable, "-m", "completer.training.train", "--preset", "tiny", "--tokenizer",
                              str(house / "target"), "--corpus-mb", "0.3", "--minutes", "10", "--out", str(out),
                              "--device", "cpu"], cwd=Path(__file__).resolve().parents[3],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -71,7 +71,7 @@ def test_corpus_archive_checkpoints_and_parts(tmp_path, house):
     import io
     import tarfile
 
-    from completer.models import corpus
+    from completer.training import corpus
     from completer.models.llama import LlamaForCausalLM
 
     texts = [("a.go", "go", "package main\n\nfunc main() {\n\tfmt.Println(\"hi\")\n}\n" * 40),

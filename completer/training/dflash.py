@@ -19,7 +19,7 @@ Nothing of the drafter is fed back, so training is one pass (no unrolling): per 
 1..k against the target's own greedy continuation (self-distillation, as the drafts are verified against it).
 
 Blocks are trained at the length served (``block_size`` = k + 1): mask slots after offset i influence offset i.
-The held-out report counts acceptance as vLLM does (``completer.models.drafter.summarise``).
+The held-out report counts acceptance as vLLM does (``completer.training.drafter.summarise``).
 
     completer train-drafter --method dflash --target house:v2/target --out completer/models/house/v2/dflash
 """
@@ -36,7 +36,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .drafter import init_weights, read_checkpoint, rope, target_features, write_checkpoint
-from .llama import MLP, RMSNorm, apply_rope
+from ..models.llama import MLP, RMSNorm, apply_rope
 
 ARCHITECTURE = "DFlashDraftModel"
 FIM_PAD = "<|fim_pad|>"      # never in a FIM training stream or a prompt: the house vocabulary's mask token
@@ -352,7 +352,7 @@ def draft_all(drafter: DFlashDrafter, target, seq: torch.Tensor, start: int, k: 
 def acceptance_report(drafter: DFlashDrafter, target, prompts: list[list[int]], new_tokens: int, eos: int | None,
                       device, k: int | None = None, desc: str = "held-out acceptance (dflash)") -> dict:
     """Drafts of blocks of k + 1 (default: the trained block) along the target's greedy continuations of held-out
-    prompts, counted as vLLM counts them (``completer.models.drafter.chain_report``)."""
+    prompts, counted as vLLM counts them (``completer.training.drafter.chain_report``)."""
     from .drafter import chain_report
 
     k = k or drafter.config.block_size - 1
@@ -406,9 +406,9 @@ def length_buckets(prompts: list[list[int]], size: int) -> list[list[list[int]]]
 def greedy_batch(target, prompts: list[list[int]], n: int, eos: int | None) -> list[list[int]]:
     """The target's greedy continuations (up to ``n`` tokens, ending after ``eos``) of equal-length ``prompts``:
     one batched prefill into a KV cache, then one batched one-token step per token (what
-    :func:`completer.models.drafter.greedy_continuation` gives one by one; full forwards per token cost the
+    :func:`completer.training.drafter.greedy_continuation` gives one by one; full forwards per token cost the
     prompt's length in compute at every token)."""
-    from .llama import KVCache
+    from ..models.llama import KVCache
 
     p = next(target.parameters())
     ids = torch.tensor(prompts, device=p.device)

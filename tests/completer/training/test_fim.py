@@ -1,7 +1,8 @@
 import random
 
-from completer.models.fim import chunks, encode_samples, fim_pieces, pack, split_fim
-from completer.models.tokenizer import EOS, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, train_tokenizer
+from completer.training.fim import chunks, encode_samples, fim_pieces, pack, split_fim
+from completer.models.tokenizer import EOS, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
+from completer.training.tokenizer import train_tokenizer
 
 TEXT = "".join(f"def f{i}(x):\n    return x * {i}\n\n" for i in range(200))
 
