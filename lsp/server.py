@@ -345,7 +345,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     transport = "tcp" if args.tcp else "ws" if args.ws else "stdio"
-    if transport == "stdio" and not args.log_file and sys.stdin.isatty():
+    if transport == "stdio" and sys.stdin.isatty():
         print(USAGE_ON_A_TERMINAL, file=sys.stderr, flush=True)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     handler: logging.Handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
