@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from completer.engine import EngineConfig, EngineError, Request, create_engine
-from completer.engine.torch.engine import TorchEngine, _Running
+from completer.engine.torch.engine import TorchEngine
+from completer.engine.torch.input import Running
 from completer.models.llama import LlamaForCausalLM
 from completer.speculative import DraftProposer, Sampling, speculative_step
 
@@ -66,7 +67,7 @@ async def test_a_stop_string_ends_the_burst_no_tokens_past_it(make_engine):
     """Steps run in bursts of up to BURST_S in the model thread; the stop string must end the burst at the step
     that wrote it (before, the request's last chunk waited out the burst, generating tokens nobody sees, a number
     that varied with timing)."""
-    import completer.engine.torch.engine as te
+    import completer.engine.torch.scheduling as te
 
     eng = make_engine(speculation="none")
     text, ids, _ = await collect(eng, Request("a", contract.PROMPTS[4], max_new_tokens=40))
@@ -110,7 +111,7 @@ def test_streaming_never_emits_broken_utf8(make_engine):
             sym = bytes_to_unicode()[b]
             t = eng.tokenizer.token_to_id(sym)
             byte_ids.append(t if t is not None else ids[0])
-    run = _Running(Request("u", "x", max_new_tokens=1000), asyncio.Queue())
+    run = Running(Request("u", "x", max_new_tokens=1000), asyncio.Queue())
     run.prompt = eng.tokenizer.encode("# file\n", add_special_tokens=False).ids
     run.tokens = list(run.prompt)
     for t in byte_ids:
@@ -276,13 +277,13 @@ async def test_superseding_request_reuses_the_aborted_requests_cache(make_engine
 
 
 async def test_cache_keys_are_lru_bounded(make_engine):
-    from completer.engine.torch import engine as torch_engine
+    from completer.engine.torch import caches
 
     eng = make_engine(speculation="none")
-    for i in range(torch_engine.CACHE_KEYS + 3):
+    for i in range(caches.CACHE_KEYS + 3):
         await collect(eng, Request(f"d{i}", DOC, max_new_tokens=1, cache_key=f"doc{i}"))
-    assert len(eng._cache_lru) == torch_engine.CACHE_KEYS
-    assert "doc0" not in eng._cache_lru and f"doc{torch_engine.CACHE_KEYS + 2}" in eng._cache_lru
+    assert len(eng._caches) == caches.CACHE_KEYS
+    assert "doc0" not in eng._caches and f"doc{caches.CACHE_KEYS + 2}" in eng._caches
     before = eng.counters()["cached_prompt_tokens"]
     await collect(eng, Request("again0", DOC, max_new_tokens=1, cache_key="doc0"))     # evicted: cold
     assert eng.counters()["cached_prompt_tokens"] == before
