@@ -217,3 +217,24 @@ def test_status_is_words_and_rounded_numbers(nvim):
     assert not re.search(r"\d+\.\d{2,}", text), text      # at most one decimal
     shown = nvim.lua("vim.api.nvim_exec2('CompleterStatus', {output = true}).output")
     assert shown.split("\n")[0].startswith("completer: ") and "engine: ready" in shown
+
+
+def test_a_server_warning_is_a_warning_in_lsplog(nvim):
+    """The server's log reaches Neovim as window/logMessage with its level; on stderr every line of it was filed
+    as [ERROR] in :LspLog."""
+    path = nvim.lua("vim.lsp.get_log_path()")
+    start = Path(path).stat().st_size if Path(path).exists() else 0     # the log is shared: only what follows
+    nvim.lua("vim.lsp.get_clients({name = 'completer'})[1]:notify('workspace/didChangeConfiguration', "
+             "{settings = {maxTokens = 'lots'}})")
+    nvim.wait(f"(function() local f = io.open({json.dumps(path)}) if not f then return false end "
+              f"f:seek('set', {start}) local t = f:read('*a') f:close() "
+              "return t:find('settings not applied', 1, true) ~= nil end)()",
+              what="the warning in the LSP log")
+    with open(path, "rb") as f:
+        f.seek(start)
+        new_lines = f.read().decode(errors="replace").splitlines()
+    lines = [line for line in new_lines if "settings not applied" in line]
+    assert lines and all(line.startswith("[WARN]") for line in lines), lines
+    assert not any("stderr" in line for line in lines), lines
+    nvim.lua("vim.lsp.get_clients({name = 'completer'})[1]:notify('workspace/didChangeConfiguration', "
+             "{settings = {maxTokens = 12}})")
