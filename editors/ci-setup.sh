@@ -27,7 +27,7 @@ plan() {
   if [ -n "$skip_cs" ]; then
     echo "  - code-server: skipped (COMPLETER_SKIP_CODE_SERVER is set; tests/editors/test_vscode_real.py skips)"
   else
-    echo "  - code-server $CODE_SERVER_VERSION (a real VS Code, about 850 MB and 2-7 minutes cold) into $cs_prefix"
+    echo "  - code-server $CODE_SERVER_VERSION (a real VS Code, about 850 MB and 2-8 minutes cold) into $cs_prefix"
     echo "    (set COMPLETER_CI_CACHE to put it elsewhere, COMPLETER_SKIP_CODE_SERVER=1 to skip it)"
   fi
 }
