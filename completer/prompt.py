@@ -51,8 +51,8 @@ FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE = "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_
 
 # Each template's special tokens, as fim_prompt writes them: a model whose vocabulary lacks them reads them as text
 TEMPLATE_MARKERS = {
-    "house": ("<|fim_suffix|>", "<|fim_prefix|>", "<|fim_middle|>"),
-    "qwen": ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"),
+    "house": (FIM_SUFFIX, FIM_PREFIX, FIM_MIDDLE),
+    "qwen": (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE),
     "starcoder": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>"),
     "codellama": ("<PRE>", "<SUF>", "<MID>"),
     "deepseek": ("<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"),
