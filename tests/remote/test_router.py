@@ -28,7 +28,8 @@ def replicas_and_router(vllm_bin, tmp_path_factory):
     port = free_port()
     router = VLLMServer([router_bin, "--host", "127.0.0.1", "--port", str(port), "--policy", "consistent_hash",
                          "--worker-urls", *(r.url for r in reps), "--health-check-interval-secs", "1",
-                         "--health-failure-threshold", "1", "--worker-startup-timeout-secs", "900"],
+                         "--health-failure-threshold", "1", "--worker-startup-timeout-secs", "900",
+                         "--prometheus-port", str(free_port())],   # its metrics exporter: 29000 unless given
                         f"http://127.0.0.1:{port}", logs / "router.log")
     try:
         for r in reps:
