@@ -28,7 +28,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench import trace as tr
+from lsp import trace as tr
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = ("consistent_hash", "round_robin")

@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 # The most allowed_token_ids a healing step sends: vLLM's V2 model runner (GPU, no speculation or EAGLE) keeps at most
 # 1024 per request (vllm/v1/worker/gpu/sample/logit_bias.py MAX_NUM_ALLOWED_TOKEN_IDS) and its engine core dies on
-# more (completer/engine/vllm_engine.py); the server does not say which runner it uses, so larger sets are not
+# more (completer/engine/vllm/engine.py); the server does not say which runner it uses, so larger sets are not
 # constrained: healing stops there and the characters still to re-type go back into the prompt as plain tokens.
 MAX_ALLOWED_TOKEN_IDS = 1024
 
