@@ -106,6 +106,9 @@ def main(argv=None) -> int:
     ap.add_argument("--users", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=8)
+    ap.add_argument("--kv-blocks", type=int, default=None,
+                    help="each replica's KV cache in blocks of 128 tokens (vllm serve --num-gpu-blocks-override): "
+                         "smaller than every user's documents on every replica, as on a loaded GPU")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     vllm = args.vllm or find_vllm()
@@ -119,7 +122,8 @@ def main(argv=None) -> int:
     ports = [free_port() for _ in range(6)]
     env = {**cpu_environment(), "VLLM_SERVER_DEV_MODE": "1"}     # /reset_prefix_cache
     reps = [VLLMServer([vllm, "serve", str(folder), "--served-model-name", "house-v2", "--host", "127.0.0.1",
-                        "--port", str(ports[i]), "--dtype", "float32", "--enforce-eager"],
+                        "--port", str(ports[i]), "--dtype", "float32", "--enforce-eager",
+                        *(["--num-gpu-blocks-override", str(args.kv_blocks)] if args.kv_blocks else [])],
                        f"http://127.0.0.1:{ports[i]}", out / f"replica{i}.log", env=env).start() for i in range(2)]
     router_bin = str(Path(vllm).with_name("vllm-router"))
     routers = {pol: VLLMServer([router_bin, "--host", "127.0.0.1", "--port", str(ports[2 + j]), "--policy", pol,
@@ -128,7 +132,8 @@ def main(argv=None) -> int:
                for j, pol in enumerate(POLICIES)}
     result = {"command": "python -m bench.remote_affinity " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "loadavg": {"start": loadavg()}, "users": args.users, "rounds": args.rounds,
-              "traces": [n for n, _ in traces], "max_tokens": args.max_tokens, "runs": []}
+              "traces": [n for n, _ in traces], "max_tokens": args.max_tokens, "kv_blocks": args.kv_blocks,
+              "runs": []}
     try:
         for r in reps:
             r.wait_ready(900)
@@ -177,7 +182,8 @@ def write_report(r: dict, out: Path) -> None:
              f"Command: `{r['command']}`  ", f"Machine: {r['machine']}  ",
              f"Load (1/5/15 min, runnable/total): start {r['loadavg']['start']}, end {r['loadavg'].get('end')}  ",
              f"{r['users']} users (one trace each of {', '.join(r['traces'])}), {r['rounds']} rounds, policies "
-             f"interleaved, prefix caches emptied before each run; {r['max_tokens']} tokens a keystroke.", "",
+             f"interleaved, prefix caches emptied before each run; {r['max_tokens']} tokens a keystroke; KV cache per "
+             f"replica: {str(r.get('kv_blocks')) + ' blocks of 128 tokens' if r.get('kv_blocks') else '1 GiB'}.", "",
              "| router policy | prefix-cache hit rate (tokens) | median s / keystroke | worst p95 s | requests per replica, each run |",
              "|---|---|---|---|---|"]
     lines += [f"| {p} | {h:.1%} | {m:.3f} | {p95:.3f} | {reqs} |" for p, h, m, p95, reqs in rows]

@@ -36,6 +36,7 @@ from ... import healing
 from ...prompt import template_for_model
 from ..base import Chunk, Counters, EngineError, Request, RequestError, apply_stop, check_prompt, open_model
 from ..config import EngineConfig
+from ..vllm.engine import race_safe   # a pure function of the request (importing it does not import vLLM)
 from . import affinity
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,8 @@ class RemoteEngine:
         self._counters = Counters()
         self._active: dict[str, asyncio.Task] = {}     # request id -> the task reading its stream
         self._aborted: set[str] = set()
+        self._background: set[asyncio.Task] = set()   # healing steps a raced answer made unnecessary, finishing
+        self._heal_raced = 0                           # healed requests answered by the main request's own tokens
         self._closed = False
         healing.prepare(self.tokenizer)
 
@@ -121,7 +124,7 @@ class RemoteEngine:
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
     def counters(self) -> dict:
-        return self._counters.snapshot()
+        return {**self._counters.snapshot(), "heal_raced": self._heal_raced}
 
     async def abort(self, request_id: str) -> None:
         task = self._active.get(request_id)
@@ -133,7 +136,7 @@ class RemoteEngine:
         if self._closed:
             return
         self._closed = True
-        for task in list(self._active.values()):
+        for task in [*self._active.values(), *self._background]:
             task.cancel()
         await self._client.aclose()
 
@@ -155,12 +158,20 @@ class RemoteEngine:
             yield Chunk(rid, finished=True, finish_reason="length")
             return
         left = request.max_new_tokens
+        queue: asyncio.Queue | None = None
+        reader: asyncio.Task | None = None
+        first = None
         if request.heal:
             try:
-                heal_ids, extra, tail = await self._heal(request, ids, model, headers)
+                raced = await self._heal_race(request, ids, model, headers) if race_safe(request) else None
+                if isinstance(raced, tuple):       # the answer's own first tokens re-typed the removed characters
+                    queue, reader, first = raced
+                else:
+                    heal_ids, extra, tail = await self._heal(request, ids, model, headers, first_step=raced)
             except BaseException:
                 c.requests_aborted += 1            # started, so it ends as finished or aborted
                 raise
+        if request.heal and queue is None:
             c.generated_tokens += len(heal_ids)
             ids = ids + heal_ids + tail
             left -= len(heal_ids)
@@ -171,14 +182,15 @@ class RemoteEngine:
                 return
             if extra or heal_ids:
                 yield Chunk(rid, extra, tuple(heal_ids))
-        body = completion_body(request, model, ids, max_tokens=left)
-        queue: asyncio.Queue = asyncio.Queue()
-        reader = asyncio.get_running_loop().create_task(self._read(body, headers, queue), name=f"remote-{rid}")
+        if queue is None or reader is None:
+            body = completion_body(request, model, ids, max_tokens=left)
+            queue = asyncio.Queue()
+            reader = asyncio.get_running_loop().create_task(self._read(body, headers, queue), name=f"remote-{rid}")
         self._active[rid] = reader
         generated, done = 0, False
         try:
             while True:
-                item = await self._next(queue, reader, rid)
+                item, first = (first, None) if first is not None else (await self._next(queue, reader, rid), None)
                 if item is None:                                   # aborted through abort()
                     done = True
                     c.requests_aborted += 1
@@ -335,13 +347,62 @@ class RemoteEngine:
         return EngineError(f"inference server {self.url} failed the request: {msg}")
 
     # --- token healing ------------------------------------------------------------------------------------
-    async def _heal(self, request: Request, ids: list[int], model: str,
-                    headers: dict) -> tuple[list[int], str, list[int]]:
+    async def _heal_race(self, request: Request, ids: list[int], model: str, headers: dict):
+        """Token healing in one round trip when the model agrees with what was typed (as ``VLLMEngine._heal_race``):
+        the answer's stream from the backed-up prompt and the first constrained step start together. When the
+        answer's first tokens re-type the removed characters, each allowed at its step, they are what the
+        constrained steps would pick (greedy), so the answer goes on: returns (its queue, its reader task, its first
+        event with the re-typed characters cut). Otherwise the answer is closed (the server aborts it) and the
+        constrained step's token is returned (``int``), or None when no step could be raced."""
+        allowed = healing.allowed_tokens(self.tokenizer, request.heal, self.n_vocab)
+        if not allowed or len(allowed) > MAX_ALLOWED_TOKEN_IDS:
+            return None
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        body = completion_body(request, model, ids)
+        reader = loop.create_task(self._read(body, headers, queue), name=f"remote-{request.request_id}-race")
+        step = loop.create_task(self._post(completion_body(request, model, ids, stream=False, allowed=sorted(allowed),
+                                                           max_tokens=1), headers))
+        kept = False
+        try:
+            item = await queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            text, toks, reason = item
+            rest, n = request.heal, 0
+            for t in toks:                          # the healing steps these tokens answer, while they do
+                if t not in healing.allowed_tokens(self.tokenizer, rest, self.n_vocab):
+                    break
+                rest, n = healing.advance(rest, self.tokenizer.decode([t], skip_special_tokens=False)), n + 1
+                if not rest:
+                    break
+            if n and not rest and text.startswith(request.heal):
+                kept = True
+                self._heal_raced += 1
+                return queue, reader, (text[len(request.heal):], toks, reason)
+            self._counters.wasted_tokens += len(toks)
+            got = ((await step).get("choices") or [{}])[0].get("token_ids") or []
+            return int(got[0]) if got else None
+        finally:
+            if not kept:
+                reader.cancel()                     # closes the answer's stream: the server aborts it
+                with contextlib.suppress(BaseException):
+                    await reader
+            if not step.done():                     # one token, nearly done: let it end and free its connection
+                self._background.add(step)
+                step.add_done_callback(self._background.discard)
+                step.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    async def _heal(self, request: Request, ids: list[int], model: str, headers: dict,
+                    first_step: int | None = None) -> tuple[list[int], str, list[int]]:
         """Token healing on the server (as ``VLLMEngine._heal``): (the healing token ids, the text they add after
         ``request.heal``, prompt ids to append after them). Each step is a one-token request with vLLM's
         ``allowed_token_ids``; a step whose allowed set is over MAX_ALLOWED_TOKEN_IDS is not constrained: the
         characters still to re-type go back into the prompt as plain tokens."""
         left, new, text = request.heal, [], ""
+        if first_step is not None:                  # the first step's token, taken already (``_heal_race``)
+            piece = self.tokenizer.decode([first_step], skip_special_tokens=False)
+            new, text, left = [first_step], piece, healing.advance(left, piece)
         while left and len(new) < request.max_new_tokens:
             allowed = healing.allowed_tokens(self.tokenizer, left, self.n_vocab)
             if not allowed:
