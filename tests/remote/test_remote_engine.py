@@ -37,6 +37,28 @@ async def test_token_healing(make_remote):
     await contract.check_token_healing(make_remote, speculations=("none",))
 
 
+async def test_raced_healing_answers_as_the_healing_requests_do(make_remote):
+    """Healing raced against the answer (the default) and healing by one-token constrained requests first: the same
+    tokens and text for every healed prompt; at least one answered by the answer's own first tokens."""
+    from completer import healing
+
+    engine = make_remote()
+    try:
+        got = {}
+        for race in (False, True):
+            engine.heal_race = race
+            for i, p in enumerate(contract.HEAL_PROMPTS):
+                heal = healing.heal_point(p, engine.tokenizer)
+                req = Request(f"race{race}-{i}", p[: len(p) - len(heal)], max_new_tokens=12, heal=heal)
+                got.setdefault(i, []).append(await contract.collect(engine, req))
+        raced = engine.counters()["heal_raced"]
+    finally:
+        await engine.close()
+    for i, (plain, fast) in got.items():
+        assert plain[:2] == fast[:2], f"prompt {i}: {plain} vs raced {fast}"
+    assert raced >= 1
+
+
 async def test_prompt_goes_as_the_projects_token_ids_and_stops_cut_the_text(make_remote, house_server):
     engine = make_remote()
     try:

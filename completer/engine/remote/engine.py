@@ -82,6 +82,7 @@ def completion_body(request: Request, model: str, ids: list[int], *, stream: boo
 
 class RemoteEngine:
     name = "remote"
+    heal_race = True        # token healing raced against the answer (``_heal_race``); False: constrained steps first
 
     def __init__(self, config: EngineConfig, *, transport: Any = None) -> None:
         if config.backend != "remote":
@@ -163,7 +164,8 @@ class RemoteEngine:
         first = None
         if request.heal:
             try:
-                raced = await self._heal_race(request, ids, model, headers) if race_safe(request) else None
+                raced = (await self._heal_race(request, ids, model, headers)
+                         if self.heal_race and race_safe(request) else None)
                 if isinstance(raced, tuple):       # the answer's own first tokens re-typed the removed characters
                     queue, reader, first = raced
                 else:
@@ -351,8 +353,8 @@ class RemoteEngine:
         """Token healing in one round trip when the model agrees with what was typed (as ``VLLMEngine._heal_race``):
         the answer's stream from the backed-up prompt and the first constrained step start together. When the
         answer's first tokens re-type the removed characters, each allowed at its step, they are what the
-        constrained steps would pick (greedy), so the answer goes on: returns (its queue, its reader task, its first
-        event with the re-typed characters cut). Otherwise the answer is closed (the server aborts it) and the
+        constrained steps would pick (greedy), so the answer goes on: returns (its queue, its reader task, its events
+        so far as one, the re-typed characters cut). Otherwise the answer is closed (the server aborts it) and the
         constrained step's token is returned (``int``), or None when no step could be raced."""
         allowed = healing.allowed_tokens(self.tokenizer, request.heal, self.n_vocab)
         if not allowed or len(allowed) > MAX_ALLOWED_TOKEN_IDS:
@@ -365,18 +367,21 @@ class RemoteEngine:
                                                            max_tokens=1), headers))
         kept = False
         try:
-            item = await queue.get()
-            if isinstance(item, BaseException):
-                raise item
-            text, toks, reason = item
-            rest, n = request.heal, 0
-            for t in toks:                          # the healing steps these tokens answer, while they do
-                if t not in healing.allowed_tokens(self.tokenizer, rest, self.n_vocab):
-                    break
-                rest, n = healing.advance(rest, self.tokenizer.decode([t], skip_special_tokens=False)), n + 1
-                if not rest:
-                    break
-            if n and not rest and text.startswith(request.heal):
+            text, toks, reason = "", (), None
+            rest, n, agrees = request.heal, 0, True
+            while agrees and rest and reason is None:   # the answer's first events, while they re-type the heal
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                text, toks, reason = text + item[0], toks + item[1], item[2]
+                for t in item[1]:                   # the healing steps these tokens answer, while they do
+                    if t not in healing.allowed_tokens(self.tokenizer, rest, self.n_vocab):
+                        agrees = False
+                        break
+                    rest, n = healing.advance(rest, self.tokenizer.decode([t], skip_special_tokens=False)), n + 1
+                    if not rest:
+                        break
+            if agrees and n and not rest and text.startswith(request.heal):
                 kept = True
                 self._heal_raced += 1
                 return queue, reader, (text[len(request.heal):], toks, reason)
