@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .shipped import HOUSE_DIR
+
 TEMPLATES = ("house", "qwen", "starcoder", "codellama", "deepseek", "plain")
 
 # The end-of-text / file-separator strings each family may emit; the engine stops on EOS itself, these are for
@@ -98,7 +100,6 @@ def template_for_model(model_folder) -> str:
         except (OSError, ValueError):
             config = {}
     tokens = _special_tokens(folder)
-    from completer.models import HOUSE_DIR
     try:
         is_house = folder.resolve().parent == HOUSE_DIR.resolve()
     except OSError:

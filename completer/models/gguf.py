@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .llama import ModelConfig, LlamaForCausalLM
+from .config import ModelConfig
 
 # llama.cpp's pre-tokenizer regexes (llama-vocab.cpp) by ``tokenizer.ggml.pre``; None = GPT-2's own (ByteLevel).
 _GPT2 = None
@@ -261,12 +261,6 @@ def _write_folder(tmp: Path, path: Path, reader, meta: dict, config: ModelConfig
         "add_bos_token": bool(meta.get("tokenizer.ggml.add_bos_token")), "add_eos_token": False,
         "clean_up_tokenization_spaces": False}, indent=2) + "\n")
     (tmp / "model.gguf").symlink_to(path.resolve())
-
-
-def load_model(path: str | Path, device: str | torch.device = "cpu",
-               dtype: torch.dtype = torch.float32) -> LlamaForCausalLM:
-    """The GGUF file as a ready ``LlamaForCausalLM`` (through its cached folder)."""
-    return LlamaForCausalLM.from_pretrained(materialise(path), device=device, dtype=dtype)
 
 
 def smollm2_path() -> Path | None:
