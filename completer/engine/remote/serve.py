@@ -33,7 +33,7 @@ _NOT_FLAGS = {"model", "disable_log_stats"}   # the model is positional; the ser
 
 def vllm_kwargs(config: EngineConfig, **overrides: Any) -> dict:
     """The vLLM engine arguments for ``config`` (backend="vllm"): the in-process backend's own mapping."""
-    from ..vllm.engine import engine_kwargs
+    from ..vllm.settings import engine_kwargs
     from ...models import resolve_model
     from ..choice import resolve as resolve_speculation
 
