@@ -332,6 +332,7 @@ class RemoteEngine:
         except Exception:  # noqa: BLE001 -- not JSON
             detail = resp.text[:300]
         if resp.status_code in (400, 422):
+            log.warning("inference server %s refused a request (HTTP %d): %s", self.url, resp.status_code, detail)
             return RequestError(f"inference server {self.url} refused the request: {detail}")
         self._forget_server()
         if resp.status_code == 404:
