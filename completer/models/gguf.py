@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..prompt import FIM_PREFIX
 from .config import ModelConfig
 
 # llama.cpp's pre-tokenizer regexes (llama-vocab.cpp) by ``tokenizer.ggml.pre``; None = GPT-2's own (ByteLevel).
@@ -47,7 +48,7 @@ PRE_TOKENIZERS = {
     "codeshell": _DIGITS_THEN_GPT2, "command-r": _DIGITS_THEN_GPT2,
 }
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2"}       # GGUF general.architecture -> llama.py model_type
-FIM_MARKERS = ("<|fim_prefix|>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>")
+FIM_MARKERS = (FIM_PREFIX, "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>")
 TOKEN_CONTROL, TOKEN_USER_DEFINED = 3, 4                   # tokenizer.ggml.token_type values
 
 

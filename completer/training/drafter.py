@@ -483,8 +483,8 @@ def heldout_prompts_by_language(tok, n: int, seed: int, max_len: int,
 def _fim_prompts(tok, texts, n: int, rng: random.Random, max_len: int, keep: float = 0.3) -> list[list[int]]:
     """Up to ``n`` FIM prompts of at most ``max_len`` tokens, one from each of a random ``keep`` share of the
     texts' chunks."""
-    from .fim import chunks, split_fim
     from ..models.tokenizer import FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
+    from .fim import chunks, fim_ids, split_fim
 
     ids = {t: tok.token_to_id(t) for t in (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE)}
     out = []
@@ -496,8 +496,8 @@ def _fim_prompts(tok, texts, n: int, rng: random.Random, max_len: int, keep: flo
             if None in ids.values():
                 prompt = tok.encode(p, add_special_tokens=False).ids
             else:
-                prompt = ([ids[FIM_PREFIX]] + tok.encode(p, add_special_tokens=False).ids + [ids[FIM_SUFFIX]] +
-                          tok.encode(s, add_special_tokens=False).ids + [ids[FIM_MIDDLE]])
+                prompt = fim_ids(tok, tok.encode(p, add_special_tokens=False).ids,
+                                 tok.encode(s, add_special_tokens=False).ids, "psm")
             if 8 <= len(prompt) <= max_len:
                 out.append(prompt)
             if len(out) >= n:
