@@ -120,15 +120,19 @@ def main(argv=None) -> int:
     traces = tr.load_all([ROOT / "bench" / "traces"])
     folder = resolve_model("house:v2/target")
     ports = [free_port() for _ in range(6)]
+    import tempfile
+
+    logs = Path(tempfile.mkdtemp(prefix="remote-affinity-"))    # the servers' logs (kept: printed below)
+    print(f"server logs: {logs}", flush=True)
     env = {**cpu_environment(), "VLLM_SERVER_DEV_MODE": "1"}     # /reset_prefix_cache
     reps = [VLLMServer([vllm, "serve", str(folder), "--served-model-name", "house-v2", "--host", "127.0.0.1",
                         "--port", str(ports[i]), "--dtype", "float32", "--enforce-eager",
                         *(["--num-gpu-blocks-override", str(args.kv_blocks)] if args.kv_blocks else [])],
-                       f"http://127.0.0.1:{ports[i]}", out / f"replica{i}.log", env=env).start() for i in range(2)]
+                       f"http://127.0.0.1:{ports[i]}", logs / f"replica{i}.log", env=env).start() for i in range(2)]
     router_bin = str(Path(vllm).with_name("vllm-router"))
     routers = {pol: VLLMServer([router_bin, "--host", "127.0.0.1", "--port", str(ports[2 + j]), "--policy", pol,
                                 "--worker-urls", *(r.url for r in reps), "--prometheus-port", str(ports[4 + j])],
-                               f"http://127.0.0.1:{ports[2 + j]}", out / f"router-{pol}.log")
+                               f"http://127.0.0.1:{ports[2 + j]}", logs / f"router-{pol}.log")
                for j, pol in enumerate(POLICIES)}
     result = {"command": "python -m bench.remote_affinity " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "loadavg": {"start": loadavg()}, "users": args.users, "rounds": args.rounds,
