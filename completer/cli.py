@@ -91,8 +91,11 @@ async def complete(args) -> int:
     # no --draft: the draft that ships with a house target (v2's for v2, v1's for v1); another model has none
     draft = args.draft if args.draft else (None if args.speculation in ("none", "ngram")
                                            else HOUSE_DRAFTS.get(args.model))
-    config = EngineConfig(model=args.model, draft=draft, speculation=args.speculation,
-                          num_speculative_tokens=args.k, device=args.device)
+    if args.url:   # the model runs in an inference server (`completer serve`): speculation is the server's
+        config = EngineConfig(backend="remote", url=args.url, model=args.model)
+    else:
+        config = EngineConfig(model=args.model, draft=draft, speculation=args.speculation,
+                              num_speculative_tokens=args.k, device=args.device)
     engine = create_engine(config)
     try:
         if (warning := pipeline.check_template(args.template, engine)) is not None:
@@ -116,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "tune":
         from .tune import main as tune_main
         return tune_main(argv[1:]) or 0
+    if argv and argv[0] == "serve":
+        from .engine.remote.serve import main as serve_main
+        return serve_main(argv[1:]) or 0
     if argv and argv[0] == "train-drafter":
         from .training.train_drafter import main as drafter_main
         return drafter_main(argv[1:]) or 0
@@ -146,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
                         "model re-type the rest, see completer/healing.py)")
     c.add_argument("--seed", type=int, default=None)
     c.add_argument("--stats", action="store_true", help="print the engine counters to stderr")
+    c.add_argument("--url", default=None, help="complete through the model served at URL (`completer serve` there: "
+                   "backend 'remote'); --model then names the same model, for its tokenizer and template")
+    sub.add_parser("serve", help="run the model in vLLM's server with the project's settings and print the editor's "
+                   "settings for it (see completer.engine.remote.serve)")
     sub.add_parser("train", help="train the house tokenizer and model pair (see completer.training.train)")
     sub.add_parser("tune", help="measure each speculation method and k here and write the winning settings")
     sub.add_parser("train-drafter", help="train an EAGLE-3 (or, --method dflash, a DFlash) drafter for a target "
