@@ -14,7 +14,7 @@ def test_the_readme_is_short():
 
 def test_ci_runs_the_readmes_test_command_verbatim():
     commands = re.findall(r"```sh\n(.*?)\n```", README, re.S)
-    test_command = next(c for c in commands if c.rstrip().endswith("pytest -q -rs"))
+    test_command = next(c for c in commands if "pytest -q -rs" in c)
     assert test_command in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
