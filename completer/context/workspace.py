@@ -133,9 +133,16 @@ class Workspace:
         return path in self.texts or os.path.basename(path) in self._by_suffix() and path in set(
             self._by_suffix()[os.path.basename(path)])
 
+    def indexed(self) -> int:
+        """Files indexed so far (0 before the first walk)."""
+        return len(self._files or ())
+
     def read(self, path: str) -> str | None:
+        """The text of ``path``: an open document's, else the disk's when it lies under a root (None otherwise)."""
         if path in self.texts:
             return self.texts[path]
+        if not self.contains(path):
+            return None
         try:
             st = os.stat(path)
         except OSError:
@@ -155,7 +162,7 @@ class Workspace:
 
 
 # --- import resolution, per language ---------------------------------------------------------------------------------
-_PY_FROM = re.compile(r"^\s*from\s+(\.*)([\w.]*)\s+import\s+\(?([^)#]*)", re.M)
+_PY_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]*(?:\(([^)]*)\)|([^\n#]*))", re.M)
 _PY_IMPORT = re.compile(r"^\s*import\s+([\w., ]+)", re.M)
 _JS_SPEC = re.compile(r"""(?:\bfrom\s*|\brequire\s*\(\s*|\bimport\s*\(\s*|^\s*import\s+)(['"])([^'"\n]+)\1""", re.M)
 _JS_NAMES = re.compile(r"import\s+(?:type\s+)?(?:(\w+)\s*,?\s*)?(?:\{([^}]*)\})?[^'\"]*from", re.M)
@@ -200,7 +207,7 @@ def _python(text: str, path: str, ws: Workspace) -> Imports:
         return None
 
     for m in _PY_FROM.finditer(text):
-        dots, dotted, what = m.group(1), m.group(2), m.group(3)
+        dots, dotted, what = m.group(1), m.group(2), m.group(3) or m.group(4) or ""
         imported = [w.strip().split(" as ")[0].strip() for w in what.replace("\\", " ").split(",")]
         imported = [w for w in imported if w and w != "*" and w.isidentifier()]
         mod = module(dots, dotted)
@@ -333,7 +340,10 @@ def _rust(text: str, path: str, ws: Workspace) -> Imports:
         chain = [s for s in rest.split("::") if s.isidentifier()]
         for base in prefixes:
             f = module_file(chain or segs, base)
-            if f is not None:
+            if f is None:              # an item of the module itself (use crate::Version): the module's own file
+                f = _first([os.path.join(base, "lib.rs"), os.path.join(base, "main.rs"), os.path.join(base, "mod.rs"),
+                            base + ".rs"], ws)
+            if f is not None and f != path:
                 files.append(f)
             for seg in segs:                           # a {group} of modules
                 g = module_file([seg], base if not chain else os.path.join(base, *chain))
