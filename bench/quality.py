@@ -671,11 +671,10 @@ CROSSFILE_CONFIGS = {
     "imports": {**CROSSFILE_MODEL, "context": ["imports"]},
     "similar": {**CROSSFILE_MODEL, "context": ["similar"]},
     "imports+similar": {**CROSSFILE_MODEL, "context": ["imports", "similar"]},
-    "imports+similar share 0.15": {**CROSSFILE_MODEL, "context": ["imports", "similar"],
-                                   "settings": {"snippet_share": 0.15}},
-    "imports+similar share 0.4": {**CROSSFILE_MODEL, "context": ["imports", "similar"],
-                                  "settings": {"snippet_share": 0.4}},
 }
+# the budget split (``Settings.snippet_share``) is measured with --config, e.g.
+#   --config 'share 0.4={"model": "house:v2/target", "speculation": "none", "context": ["imports", "similar"],
+#                        "settings": {"snippet_share": 0.4}}'
 
 
 def crossfile_positions(manifest: Path | None, seed: int, per_kind: int | None) -> tuple[list[Position], list[dict],

@@ -132,6 +132,7 @@ class Outcomes:
         self.text_of, self.metrics, self.retention_s = text_of, metrics, retention_s
         self.by_language: dict[str, LanguageOutcomes] = {}
         self._shown: dict[str, Shown] = {}
+        self._done: dict[str, Shown] = {}            # the last finished one per document (a report may come late)
         self._last_text: dict[str, str] = {}        # closed documents: their last text, for pending retention checks
         self._timers: list[asyncio.TimerHandle] = []
 
@@ -180,6 +181,11 @@ class Outcomes:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         s = self._shown.get(uri)
+        done = self._done.get(uri)
+        if s is None and done is not None and done.accepted and text and done.text.startswith(text.rstrip()[:1]):
+            self._lang(done.language).reported += 1    # the edit came first and already counted it
+            self._done.pop(uri, None)
+            return
         if s is None or not text:
             return
         start = len(s.last_inserted) if s.text.startswith(s.last_inserted) else 0
@@ -198,6 +204,7 @@ class Outcomes:
         s = self._shown.pop(uri, None)
         if s is not None:
             self._finish(s, None, pop=False)
+        self._done.pop(uri, None)
         text = self.text_of(uri)
         if text is not None:
             self._last_text[uri] = text
@@ -211,6 +218,7 @@ class Outcomes:
     def _finish(self, s: Shown, state: str | None, pop: bool = True) -> None:
         if pop and self._shown.get(s.uri) is s:
             del self._shown[s.uri]
+        self._done[s.uri] = s
         st = self._lang(s.language)
         if s.accepted:
             full = s.accepted >= len(s.text.rstrip())
