@@ -345,8 +345,13 @@ def context_snippets(pos: Position, sources: list[str], workspaces: dict) -> tup
     unknown = set(sources) - set(CONTEXT_SOURCES)
     if unknown:
         raise ValueError(f"context: unknown sources {sorted(unknown)}; known: {CONTEXT_SOURCES}")
-    if not pos.root:
-        return [], f"file:///eval/{Path(pos.file).stem}{EXTENSIONS.get(pos.language, '')}"
+    if not pos.root:          # the single-file set: the other eval files of the language stand for open documents
+        uri = f"file:///eval/{Path(pos.file).stem}{EXTENSIONS.get(pos.language, '')}"
+        if "similar" not in sources:
+            return [], uri
+        others = [(Path(f.name).name, f.text) for f in workspaces.get("eval files", ())
+                  if f.language == pos.language and f.name != pos.file][:RECENT_FILES]
+        return similar_snippets(query_window(pos.document, pos.offset), others), uri
     ws = workspaces.get(pos.root)
     if ws is None:
         ws = workspaces[pos.root] = Workspace([pos.root])
@@ -375,7 +380,7 @@ async def _run_config(name: str, engine_cfg: dict, engine_only: dict, pipe: dict
     from completer.engine import EngineConfig, create_engine
 
     sources = list(engine_only.pop("context", []))
-    workspaces: dict = {}
+    workspaces: dict = {"eval files": getattr(args, "eval_files", ())}
     engine = create_engine(EngineConfig(**{"device": "cpu", **engine_only}))
     settings = pipeline.Settings(**{"max_tokens": args.max_tokens, "budget_tokens": args.budget_tokens, **pipe})
     variants = filter_variants()
@@ -711,6 +716,7 @@ async def main_async(args) -> dict:
         if not files:
             raise SystemExit(f"no eval files from {args.manifest} on this machine: {'; '.join(notes)}")
         positions = [p for f in files for p in sample_positions(f, args.per_kind or 3, args.seed)]
+        args.eval_files = files
         file_list = [{"language": f.language, "name": f.name, "source": f.source, "sha1_matches": f.sha1_ok}
                      for f in files]
         configs = dict(args.config) if args.config else default_configs()
