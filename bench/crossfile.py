@@ -3,7 +3,7 @@ another file of the project defines (CrossCodeEval's construction, Ding et al. 2
 
 Projects (``bench/crossfile_manifest.json``): whole packages that the house corpus never had, chosen by package as
 ``bench/quality_manifest.json`` chooses files: Debian packages that install source outside the corpus's roots
-(``completer/models/corpus_manifest.json``: Go under /usr/share/gocode, Rust crates under /usr/share/cargo/registry,
+(``completer/training/corpus_manifest.json``: Go under /usr/share/gocode, Rust crates under /usr/share/cargo/registry,
 Python under /usr/lib/python3/dist-packages, C from the ring crate's C sources), and npm packages installed into
 ``/opt/completer-crossfile`` (JavaScript, TypeScript). Install commands are in the manifest (``install``). Every
 file of a project is listed with its sha1: a missing one is skipped, a changed one used and flagged.
