@@ -260,7 +260,10 @@ def failures(pos: Position, ghost: str) -> list[str]:
 def score(pos: Position, ghost: str) -> dict:
     first = ghost.split("\n")[0].rstrip()
     exp = pos.expected.rstrip()
+    name = getattr(pos, "name", "")
+    rest = exp[:len(name) - (2 if pos.kind == "in_name" else 0)] if name else ""
     return {"shown": bool(ghost.strip()), "exact": bool(first) and first == exp,
+            "name": bool(rest) and first.startswith(rest),     # --crossfile: the ghost text has the cross-file name
             "prefix": bool(first) and exp.startswith(first), "accepted": accepted_chars(first, exp),
             "expected_chars": len(exp), "failures": failures(pos, ghost)}
 
@@ -431,6 +434,7 @@ def summarize(positions: list[Position], recs: list[dict], variant: str, keep=la
     s = [x for _, x in sel]
     fails = {k: sum(k in x["failures"] for x in s) for k in FAILURES}
     return {"n": len(s), "exact": _rate([x["exact"] for x in s]), "prefix": _rate([x["prefix"] for x in s]),
+            "name": _rate([x.get("name", False) for x in s]),
             "shown": _rate([x["shown"] for x in s]),
             "accepted_chars": (sum(x["accepted"] for x in s) / max(1, sum(x["expected_chars"] for x in s))) if s else None,
             "failures": fails}
@@ -544,6 +548,16 @@ def markdown(result: dict) -> str:
                 ci = "–" if not x["ci95"] else f"{x['ci95'][0]:.2f} – {x['ci95'][1]:.2f}"
                 pr = "–" if x.get("p_ratio_ge_3") is None else f"{x['p_ratio_ge_3']:.2f}"
                 lines.append(f"| {pair} | {g} | {x['n']} | {x['a']} | {x['b']} | {r} | {ci} | {pr} |")
+    if result.get("crossfile"):
+        lines += ["", "## Cross-file name: the ghost text starts with the rest of the name another file defines "
+                  "(CrossCodeEval's identifier match), every filter on", "",
+                  "| config | " + " | ".join(["all"] + sorted(next(iter(s["configs"].values()))["by_language"]["all"]))
+                  + " |", "|---|" + "---|" * (1 + len(next(iter(s["configs"].values()))["by_language"]["all"]))]
+        for name, c in s["configs"].items():
+            langs = sorted(c["by_language"]["all"])
+            cells = [c["variants"]["all"]] + [c["by_language"]["all"][g] for g in langs]
+            lines.append(f"| {name} | " + " | ".join(f"{fmt(x.get('name'))} ({round((x.get('name') or 0) * x['n'])}"
+                                                     f"/{x['n']})" for x in cells) + " |")
     lines += ["", "## Each filter switched off (same engine output)", "",
               "| config | variant | exact | prefix | accepted chars | " + " | ".join(FAILURES) + " |",
               "|---|---|---|---|---|" + "---|" * len(FAILURES)]
@@ -731,7 +745,7 @@ async def main_async(args) -> dict:
         "command": " ".join(["python -m bench.quality"] + [shlex.quote(a) for a in sys.argv[1:]]),
         "loadavg_before": load_before,
         "loadavg_after": Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else None,
-        "seed": args.seed, "per_kind": args.per_kind, "max_tokens": args.max_tokens, "notes": notes,
+        "seed": args.seed, "per_kind": args.per_kind or (3 if not args.crossfile else __import__("bench.crossfile").crossfile.PER_KIND), "max_tokens": args.max_tokens, "notes": notes,
         "crossfile": bool(args.crossfile), "files": file_list,
         "positions": [{k: v for k, v in asdict(p).items() if k != "document"} for p in positions],
         "configs": results,
@@ -757,6 +771,14 @@ def rerender(path: Path, out: Path, plot_it: bool = True) -> list[Path]:
     from types import SimpleNamespace
     result = json.loads(Path(path).read_text())
     positions = [SimpleNamespace(**p) for p in result["positions"]]
+    for c in result["configs"]:                   # the cross-file name hit, for runs saved before it was scored
+        for p, r in zip(positions, c["records"]):
+            for v, sc in r["score"].items():
+                if "name" not in sc:
+                    name = getattr(p, "name", "")
+                    rest = p.expected.rstrip()[:len(name) - (2 if p.kind == "in_name" else 0)] if name else ""
+                    first = r["ghost"].get(v, r["ghost"]["all"]).split("\n")[0].rstrip()
+                    sc["name"] = bool(rest) and first.startswith(rest)
     result["summary"] = build_summary(positions, result["configs"], [tuple(x) for x in result.get("compare", [])])
     return write(result, out, plot_it)
 
