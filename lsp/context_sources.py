@@ -7,8 +7,9 @@ Sources (setting ``contextSources``, all on by default; their plain functions li
   from disk when they are not open). Recomputed when the document's import lines change (checked after an edit
   pauses), on open and on save;
 - ``similar``: the windows of recently used documents (the open ones, most recently edited first, and the files the
-  document imports) most like the code above the cursor (``similar.py``, Jaccard over identifier sets), per
-  region of the document (``ANCHOR_STEP`` lines): a completion request in another region schedules a new pick;
+  document imports) most like the code above the cursor (``similar.py``, Jaccard over identifier sets), picked once
+  per region of the document (``ANCHOR_STEP`` lines; again on open and save): a completion request in another region
+  schedules a new pick;
 - ``edits``: the lines edited most recently, in this document (outside the region of the cursor) and others
   (``edits.py``).
 
@@ -44,7 +45,7 @@ BUDGET_S = {"imports": 0.5, "similar": 0.1, "edits": 0.05}   # each source's tim
 RECENT_DOCUMENTS = 8          # recently used documents searched for similar windows
 _EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="completer-context")
 _IMPORT_LINE = re.compile(r"^\s*(from\s+\S+\s+import|import\b|use\b|pub\s+use\b|mod\b|pub\s+mod\b|#\s*include|"
-                          r".*\brequire\s*\(|export\s+.*\bfrom\b|\"[^\"]+\"\s*$|package\b)", re.M)
+                          r".*\brequire\s*\(|export\s+.*\bfrom\b|\"[^\"]+\"\s*$|package\b).*$", re.M)
 
 
 def workspace_roots(params) -> list[str]:
@@ -103,7 +104,10 @@ def compute(doc: SourceFile, ws: Workspace, sources: Sequence[str], line: int, r
     similar: list[Snippet] = []
     lines = doc.text.split("\n")
     offset = sum(len(l) + 1 for l in lines[:min(line, len(lines) - 1)]) + len(lines[min(line, len(lines) - 1)])
-    if "similar" in sources:
+    if ("similar" in sources and previous is not None and previous.similar_anchor == line // ANCHOR_STEP
+            and not force_imports):
+        similar = previous.similar        # the same region: the same windows, so the prompt's start stays the same
+    elif "similar" in sources:
         t = time.monotonic()
         language = canonical_language(doc.language_id, doc.uri)
         files = [(relative_name(path_of(r.uri), ws), r.text) for r in recent
