@@ -59,6 +59,15 @@ async def test_imported_definitions_from_an_unopened_workspace_file_reach_the_pr
     assert s["context"]["workspaceFolders"] == [str(project.resolve())]
     plan = await prompt_at(ws_server, uri, line, ch)
     assert "# from pkg/helpers.py:\n# def normalize_record(record, schema, strict=False):" in plan["context"]
+    resolved = s["context"]["import_resolutions"]
+    ws_server.text_document_did_save(types.DidSaveTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))            # a save resolves the imports again
+    for _ in range(100):
+        s = await stats(ws_server)
+        if s["context"]["import_resolutions"] > resolved:
+            break
+        await asyncio.sleep(0.05)
+    assert s["context"]["import_resolutions"] == resolved + 1
     ws_server.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"contextSources": []}))
     await stats(ws_server)
     assert "helpers.py" not in (await prompt_at(ws_server, uri, line, ch))["context"]
