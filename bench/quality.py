@@ -717,7 +717,9 @@ async def main_async(args) -> dict:
     from bench.replay import machine
 
     if args.crossfile:
-        positions, file_list, notes = crossfile_positions(args.crossfile_manifest, args.seed, args.per_kind)
+        from bench.crossfile import PER_KIND
+        per_kind = args.per_kind or PER_KIND
+        positions, file_list, notes = crossfile_positions(args.crossfile_manifest, args.seed, per_kind)
         if args.languages:
             positions = [p for p in positions if p.language in args.languages]
         if not positions:
@@ -729,7 +731,8 @@ async def main_async(args) -> dict:
             files = [f for f in files if f.language in args.languages]
         if not files:
             raise SystemExit(f"no eval files from {args.manifest} on this machine: {'; '.join(notes)}")
-        positions = [p for f in files for p in sample_positions(f, args.per_kind or 3, args.seed)]
+        per_kind = args.per_kind or 3
+        positions = [p for f in files for p in sample_positions(f, per_kind, args.seed)]
         args.eval_files = files
         file_list = [{"language": f.language, "name": f.name, "source": f.source, "sha1_matches": f.sha1_ok}
                      for f in files]
@@ -745,7 +748,7 @@ async def main_async(args) -> dict:
         "command": " ".join(["python -m bench.quality"] + [shlex.quote(a) for a in sys.argv[1:]]),
         "loadavg_before": load_before,
         "loadavg_after": Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else None,
-        "seed": args.seed, "per_kind": args.per_kind or (3 if not args.crossfile else __import__("bench.crossfile").crossfile.PER_KIND), "max_tokens": args.max_tokens, "notes": notes,
+        "seed": args.seed, "per_kind": per_kind, "max_tokens": args.max_tokens, "notes": notes,
         "crossfile": bool(args.crossfile), "files": file_list,
         "positions": [{k: v for k, v in asdict(p).items() if k != "document"} for p in positions],
         "configs": results,
