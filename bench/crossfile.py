@@ -19,6 +19,7 @@ The document the model sees is the target file with the rest of the cursor's lin
 the project's other files are its workspace (read from disk, never the target file itself).
 
     python -m bench.crossfile --make-manifest     # (re)write the manifest from the installed packages
+    python -m bench.crossfile [--json]            # the positions (a sample, or all as JSON lines)
 """
 
 from __future__ import annotations
@@ -277,6 +278,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.crossfile")
     ap.add_argument("--make-manifest", action="store_true")
     ap.add_argument("--manifest", type=Path, default=MANIFEST)
+    ap.add_argument("--json", action="store_true", help="print the positions as JSON lines (no documents)")
+    ap.add_argument("--per-kind", type=int, default=PER_KIND)
     args = ap.parse_args(argv)
     if args.make_manifest:
         d = make_manifest(args.manifest)
@@ -284,7 +287,15 @@ def main(argv=None) -> int:
             print(p["language"], p["name"], len(p["files"]), "files; targets", p["candidates"])
         return 0
     projects, notes = load(args.manifest)
-    pos = sample(projects)
+    pos = sample(projects, per_kind=args.per_kind)
+    if args.json:
+        for n in notes:
+            print(json.dumps({"note": n}))
+        for p in pos:
+            d = {k: v for k, v in p.__dict__.items() if k != "document"}
+            d["line_before"] = p.document[p.document.rfind("\n", 0, p.offset) + 1:p.offset]
+            print(json.dumps(d))
+        return 0
     for n in notes:
         print(n)
     by = {}

@@ -1,11 +1,10 @@
-"""bench/crossfile.py: the cross-file positions (CrossCodeEval's construction) of a small project, and the snippets
-bench.quality --crossfile gives the prompt there."""
+"""bench/crossfile.py, run as a program: the cross-file positions (CrossCodeEval's construction) of a small
+project."""
 
 import hashlib
 import json
 
-from bench import crossfile as xf
-from bench import quality as q
+from tests.helpers.programs import run_program
 
 UTIL = "def parse_header(line, strict=False):\n    return line\n\n\ndef render_row(row):\n    return str(row)\n"
 MAIN = ('"""Loads rows."""\n'
@@ -18,7 +17,7 @@ MAIN = ('"""Loads rows."""\n'
         "    return first, out\n")
 
 
-def project(tmp_path):
+def test_positions_use_a_name_another_file_defines_first_time_outside_imports(tmp_path):
     root = tmp_path / "pkg"
     root.mkdir()
     files = {"__init__.py": "", "util.py": UTIL, "main.py": MAIN}
@@ -29,28 +28,16 @@ def project(tmp_path):
                               "files": {r: hashlib.sha1(t.encode()).hexdigest() for r, t in files.items()}}]}
     path = tmp_path / "manifest.json"
     path.write_text(json.dumps(manifest))
-    return path
-
-
-def test_positions_use_a_name_another_file_defines_first_time_outside_imports(tmp_path):
-    projects, notes = xf.load(project(tmp_path))
-    assert notes == [] and [p.name for p in projects] == ["pkg"]
-    pos = xf.sample(projects, seed=0, per_kind=10)
-    assert {(p.kind, p.name, p.line) for p in pos} == {("at_name", "parse_header", 5),
-                                                       ("in_name", "parse_header", 5)}
-    for p in pos:                                   # line 8's is a second use; render_row was seen in a comment
-        assert p.line == 5
-        assert p.expected.startswith(p.name[2:] if p.kind == "in_name" else p.name)
-        assert p.defined_in == "util.py" and p.document == MAIN[:p.offset] + MAIN[p.offset + len(p.expected):]
-
-
-def test_the_imports_source_puts_the_definition_in_the_snippets(tmp_path):
-    projects, _ = xf.load(project(tmp_path))
-    x = xf.sample(projects, seed=0)[0]
-    pos = q.Position(x.file, x.language, x.kind, x.line, x.offset, x.document, x.expected, True, x.root, x.path,
-                     x.name, x.defined_in)
-    snippets, uri = q.context_snippets(pos, ["imports"], {})
-    assert uri.endswith("/pkg/main.py")
-    assert "def parse_header(line, strict=False):" in [l for s in snippets for l in s.lines]
-    assert q.context_snippets(pos, [], {})[0] == []
-    assert q.score(pos, x.expected + "\n")["name"]
+    out = run_program("bench.crossfile", "--manifest", path, "--json", "--per-kind", "10").stdout
+    pos = [json.loads(line) for line in out.splitlines()]
+    assert not [p for p in pos if "note" in p]
+    # line 8's parse_header is a second use; render_row was seen in a comment (line 6) before its code (line 7)
+    assert sorted((p["kind"], p["name"], p["line"]) for p in pos) == [("at_name", "parse_header", 5),
+                                                                        ("in_name", "parse_header", 5)]
+    for p in pos:
+        assert p["defined_in"] == "util.py" and p["file"] == "pkg/main.py"
+        assert p["line_before"] + p["expected"] == MAIN.split("\n")[5]
+        assert p["expected"].startswith("parse_header" if p["kind"] == "at_name" else "rse_header")
+    (root / "util.py").write_text(UTIL + "\n")                    # a changed file is flagged
+    out = run_program("bench.crossfile", "--manifest", path, "--json").stdout
+    assert json.loads(out.splitlines()[0]) == {"note": "content differs from the manifest: pkg/util.py"}
