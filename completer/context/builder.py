@@ -383,7 +383,7 @@ def _stops(mode, language: str, template: str, max_tokens: int) -> tuple[tuple[s
     return stop, max(1, int(max_tokens))
 
 
-def _snippet_block(snippets: Sequence[Snippet], budget: int, count, count_tokens, comment: str) -> str:
+def _snippet_block(snippets: Sequence[Snippet], budget: int, count, comment: str) -> str:
     """The comment block of ``snippets`` within ``budget`` tokens: snippets taken by ``rank`` (the sources rank
     their own: imported names' definitions, recent edits, similar windows, the imported files' other definitions),
     each snippet's lines from its first while they fit; then written grouped by file (``from SOURCE:``), files in
@@ -398,7 +398,7 @@ def _snippet_block(snippets: Sequence[Snippet], budget: int, count, count_tokens
     for snip in order:
         key = (snip.kind, snip.source)        # an imported file's tiers are written together
         if key not in groups:
-            head = _line_count(count, count_tokens, f"{comment} from {snip.source}:\n")
+            head = count(f"{comment} from {snip.source}:\n")
             if used + head >= budget:
                 continue
         else:
@@ -407,7 +407,7 @@ def _snippet_block(snippets: Sequence[Snippet], budget: int, count, count_tokens
         cost = head
         for line in snip.lines:
             rendered = f"{comment} {line}\n" if line.strip() else f"{comment}\n"
-            c = _line_count(count, count_tokens, rendered)
+            c = count(rendered)
             if used + cost + c > budget:
                 break
             taken.append(rendered)
@@ -450,7 +450,7 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
     near_line = lines.line_of(_prefix_window(before, near_budget, count, lines))
     ctx_budget = max(0, budget - suffix_tokens - near_budget)
     comment, this = comment_prefix(language), doc.uri
-    far = _snippet_block(snippets, min(snippet_budget, ctx_budget), count, count_tokens, comment)
+    far = _snippet_block(snippets, min(snippet_budget, ctx_budget), count, comment)
     ctx_budget = max(0, ctx_budget - count(far))
     # (2-4) context in what is left
     chosen: list[Candidate] = []
