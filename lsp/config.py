@@ -8,7 +8,7 @@ names). Example with the defaults::
      "typeThroughCache": true, "template": "auto", "maxDocumentChars": 2000000, "maxPromptTokens": 4096,
      "engineStartTimeoutS": 300, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": true,
      "debounceMinMs": 0, "debounceMaxMs": 300, "answerBoundMs": 1000,
-     "contextSources": ["imports", "similar", "edits"], "snippetShare": 0.25}
+     "contextSources": ["imports", "similar", "edits"], "snippetShare": 0.1}
 
 Bad options in ``initialize`` are answered with an ``initialize`` error (-32602, InvalidParams) whose message names
 the bad field; the server keeps running and the client may ``initialize`` again. Bad options in
