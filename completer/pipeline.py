@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-from .context import PromptPlan, SourceFile, build_prompt
+from .context import SNIPPET_SHARE, PromptPlan, Snippet, SourceFile, build_prompt
 from .context.syntax import Trees
 from .engine import Engine, Request
 from .healing import heal_plan
@@ -52,6 +52,7 @@ class Settings:
                                     # next line (ghost text "\n" + indentation + that line). Off: with the house
                                     # models no such next line was right in the CPU replay (bench/results/
                                     # replay-fb6d48f at b4844c3: 0 of 7-15 a round), so it only added wrong ghost text
+    snippet_share: float = SNIPPET_SHARE  # most of the prompt budget that context from beyond the open file takes
 
 
 def resolve_template(template: str, engine: Engine) -> str:
@@ -85,13 +86,16 @@ def check_template(template: str, engine: Engine) -> str | None:
 
 
 def plan(source: SourceFile, offset: int, engine: Engine, settings: Settings = Settings(),
-         others: Sequence[SourceFile] = (), trees: Trees | None = None) -> PromptPlan:
+         others: Sequence[SourceFile] = (), trees: Trees | None = None,
+         snippets: Sequence[Snippet] = ()) -> PromptPlan:
     """The prompt plan at ``offset`` of ``source`` within ``settings.budget_tokens`` tokens of ``engine``; with
     ``settings.token_healing`` the prompt ends on a token boundary (an engine without a ``tokenizer`` is not
-    healed). ``trees``: the caller's parse trees of its open documents (incremental re-parsing), if it keeps them."""
+    healed). ``trees``: the caller's parse trees of its open documents (incremental re-parsing), if it keeps them.
+    ``snippets``: context from beyond the open file that the caller made off the keystroke path."""
     p = build_prompt(source, offset, others=list(others), count_tokens=engine.count_tokens,
                      budget_tokens=settings.budget_tokens, template=resolve_template(settings.template, engine),
-                     max_tokens=settings.max_tokens, trees=trees)
+                     max_tokens=settings.max_tokens, trees=trees, snippets=snippets,
+                     snippet_share=settings.snippet_share)
     return heal_plan(p, getattr(engine, "tokenizer", None), settings.heal_word) if settings.token_healing else p
 
 

@@ -37,12 +37,14 @@ from pygls.protocol import LanguageServerProtocol, default_converter
 from pygls.protocol.language_server import lsp_method
 from pygls.feature_manager import is_thread_function
 
+from completer.context.languages import canonical_language
 from completer.engine import EngineError
 from completer.engine.base import RequestError
 from completer.engine.supervisor import supervised
 
-from . import client_errors, completion, custom, inline, metrics, security, session, sync, transports
+from . import client_errors, completion, custom, inline, metrics, outcomes, security, session, sync, transports
 from .client_log import ClientLog
+from .context_sources import ContextSources
 from .config import ConfigError, ServerConfig
 from .documents import DocumentError, DocumentStore, Snapshot
 from .engine_host import LOADING_WAIT_S, EngineHost, EngineUnavailable
@@ -196,6 +198,8 @@ class CompleterServer(LanguageServer):
         self.engine_host = engine_host or EngineHost()
         self.policy = policy if policy is not None else security.Policy()
         self.lifecycle = Lifecycle(self.engine_host, lambda: self.config)
+        self.context = ContextSources(lambda: self.documents, lambda: self.config)
+        self.outcomes = outcomes.Outcomes(self._text_of, getattr(self.engine_host, "metrics", None))
         self.exit_hook = None  # set by the TCP/websocket transports: what `exit` does for one connection
         self.inbox = None      # set by the transports: the connection's lsp.inbox.Inbox
 
@@ -224,6 +228,9 @@ class CompleterServer(LanguageServer):
         except DocumentError as e:
             raise JsonRpcInvalidParams(str(e)) from None
 
+    def _text_of(self, uri: str) -> str | None:
+        return self.documents.get(uri).text if uri in self.documents else None
+
     def other_documents(self, uri: str) -> list[Snapshot]:
         return [self.documents.get(u) for u in self.documents.uris() if u != uri]
 
@@ -234,8 +241,14 @@ class CompleterServer(LanguageServer):
         snap, offset = self.locate(uri, position)
         if selected is not None:
             snap, offset = with_selection(snap, selected)
+        snippets = self.context.snippets(uri, snap.position_at(offset)[0])
         try:
-            return await self.lifecycle.complete(snap, offset, self.other_documents(uri), self.documents.trees)
+            result = await self.lifecycle.complete(snap, offset, self.other_documents(uri), self.documents.trees,
+                                                   snippets)
+            if result.text:
+                self.outcomes.shown(uri, canonical_language(snap.language_id, uri), snap.text[:offset],
+                                    snap.text[offset:], result.text)
+            return result
         except EngineUnavailable as e:
             raise refusal(str(e)) from None
         except RequestError as e:      # the engine refused this request (e.g. longer than the model's context)
@@ -247,6 +260,8 @@ class CompleterServer(LanguageServer):
     async def close(self) -> None:
         """Abort everything in flight (a vanished client, shutdown)."""
         self.lifecycle.cancel_all()
+        self.context.cancel_all()
+        self.outcomes.cancel_all()
         await asyncio.sleep(0)
 
     # --- settings -----------------------------------------------------------------------------------------
@@ -275,6 +290,8 @@ class CompleterServer(LanguageServer):
             "positionEncoding": self.documents.encoding,
             "inbox": dataclasses.asdict(self.inbox.stats) if self.inbox is not None else None,
             "config": self.config.to_json(),
+            "context": self.context.snapshot_stats(),
+            "outcomes": self.outcomes.snapshot(),
         }
 
 
@@ -300,6 +317,7 @@ def build_server(engine_host: EngineHost | None = None, policy: security.Policy 
     session.register(server)
     sync.register(server)
     custom.register(server)
+    outcomes.register(server)
     inline.register(server)
     completion.register(server)
     return server

@@ -148,6 +148,11 @@ def test_ghost_text_appears_and_tab_inserts_it(nvim):
     if later:  # a next ghost sits at the new cursor, not where the accepted one was
         assert [later["row"] + 1, later["col"]] == cursor
     assert nvim.lua("vim.fn.mode()") == "i"
+    # the plugin told the server (completer/didAccept): its stats count the accept and its characters
+    outcomes = nvim.lua("vim.lsp.get_clients({name = 'completer'})[1]:request_sync('completer/stats', {}, 10000, 0)"
+                        ".result.outcomes.python")
+    assert outcomes["reported"] == 1 and outcomes["accepted_full"] == 1, outcomes
+    assert outcomes["accepted_chars"] == len(ghost), (outcomes, ghost)
 
 
 def test_typing_cancels_and_dismiss_clears(nvim):

@@ -182,6 +182,15 @@ function M.accept(line_only)
   local end_row = g.row + #lines - 1
   local end_col = (#lines == 1 and g.col or 0) + #lines[#lines]
   vim.api.nvim_win_set_cursor(0, { end_row + 1, end_col })
+  -- tell the server what was accepted (lsp/README.md, completer/didAccept): it counts accepted and retained text
+  local c = client_for(g.bufnr)
+  if c then
+    c:notify("completer/didAccept", {
+      textDocument = { uri = vim.uri_from_bufnr(g.bufnr) },
+      text = table.concat(lines, "\n"),
+      kind = (#lines < #g.lines) and "line" or "full",
+    })
+  end
   return true
 end
 
