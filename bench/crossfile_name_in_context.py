@@ -2,7 +2,7 @@
 does the model write the name? The same positions and engine, the snippets left out ("none"), written as comment
 lines (the shipped form, "comment") and as plain code lines under a comment header ("code").
 
-    PYTHONPATH=. python bench/results/crossfile/name_in_context.py MODEL [LIMIT]     # e.g. house:v2/target 60
+    PYTHONPATH=. python bench/crossfile_name_in_context.py MODEL [LIMIT]     # e.g. house:v2/target 60
 """
 import asyncio, json, sys, time, re
 from completer.context import builder
