@@ -441,10 +441,10 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-async def amain(args) -> dict:
-    traces = tr.load_all(args.traces)
-    if not traces:
-        raise SystemExit(f"no traces found in {args.traces}")
+def configurations(args) -> tuple[dict[str, dict], list[str]]:
+    """The configurations to run (name -> initialization options) and the machine conditions, from the command
+    line: ``default`` and ``base`` as given, the other named ones over ``base``'s options, ``--config`` ones over the
+    server's defaults; ``--engine``/``--option`` on top of each. SystemExit names a bad one."""
     common = merge({"engine": parse_kv(args.engine, "--engine")}, parse_kv(args.option, "--option"))
     if not common["engine"]:
         del common["engine"]
@@ -467,6 +467,14 @@ async def amain(args) -> dict:
     for n, opts in chosen.items():
         if effective(opts) is None:
             raise SystemExit(f"configuration {n!r}: the server would refuse its options {json.dumps(opts)}")
+    return chosen, loads
+
+
+async def amain(args) -> dict:
+    traces = tr.load_all(args.traces)
+    if not traces:
+        raise SystemExit(f"no traces found in {args.traces}")
+    chosen, loads = configurations(args)
     total = args.repeat * len(loads) * len(chosen) * sum(len(t.events) for _, t in traces)
     try:
         from tqdm import tqdm
@@ -498,7 +506,7 @@ async def amain(args) -> dict:
             "load_generator": f"python -m bench.load --cores {args.load_cores} (only in the busy condition)",
             "command": " ".join(["python -m bench.replay"] + [shlex.quote(a) for a in sys.argv[1:]]),
             "transport": "ws (connect)" if args.connect else args.transport, "speed": args.speed,
-            "pause_ms": args.pause_ms, "house": houses_used(results, base),
+            "pause_ms": args.pause_ms, "house": houses_used(results, {"engine": parse_kv(args.engine, "--engine")}),
             "traces": [{"name": n, "keystrokes": t.keystrokes, "duration_s": t.events[-1].t_ms / 1000,
                         "language": t.header.language_id, "source": t.header.meta.get("source"),
                         "rhythm": t.header.meta.get("rhythm", "medium")} for n, t in traces],
