@@ -57,7 +57,7 @@ async def run(args) -> dict:
         from speculation import heldout_sources, make_prompts
 
     from completer.engine import EngineConfig
-    from completer.engine.torch_engine import TorchEngine
+    from completer.engine.torch.engine import TorchEngine
     from completer.prompt import template_for_model
 
     configs = [(m, b) for m in args.configs for b in (True, False)]

@@ -25,7 +25,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.lspclient import Server
+from lsp.client import Server
 from completer.stats import nearest_rank
 
 HERE = Path(__file__).resolve().parent

@@ -2,7 +2,7 @@
 
 What it measures, per thread count (1 and 2 by default) and per configuration -- torch: no speculation, n-gram,
 draft, draft+n-gram (adaptive k, the engine's defaults otherwise); llama.cpp (PyPI ``llama-cpp-python``): the
-house target written as GGUF f32 and q8_0 by ``bench/gguf_write.py``, plain greedy decoding:
+house target written as GGUF f32 and q8_0 by ``completer/training/gguf_write.py``, plain greedy decoding:
 
 - cold: a FIM prompt with nothing cached (torch: no cache key; llama.cpp: ``reset()``);
 - warm, the typing case: the same prompt without its last 6 tokens was completed just before (torch: a cache key
@@ -58,7 +58,7 @@ def _packing_label(packing: str | None) -> str | None:
     """The engine's decode-step weights and which kernel multiplies them (the engine's own, or torch's)."""
     if packing != "fp16":
         return packing
-    from completer.engine import kernels
+    from completer.models import kernels
     return "fp16 (completer kernels)" if kernels.ops() is not None else f"fp16 (torch FBGEMM: {kernels.reason()})"
 
 
@@ -74,7 +74,7 @@ def torch_worker(threads: int, configs: list[str], quantization: str | None, mod
     import asyncio
 
     from completer.engine import EngineConfig, Request
-    from completer.engine.torch_engine import TorchEngine
+    from completer.engine.torch.engine import TorchEngine
 
     loop = asyncio.new_event_loop()
     engines = {}
@@ -403,11 +403,7 @@ def main(argv=None) -> int:
         lcfgs = []
     tmp = tempfile.TemporaryDirectory(prefix="peer-gguf-")
     if lcfgs:
-        try:
-            from bench.gguf_write import write_gguf
-        except ImportError:
-            from gguf_write import write_gguf
-
+        from completer.training.gguf_write import write_gguf
         from completer.models import resolve_model
         for c in lcfgs:
             write_gguf(resolve_model(args.model), Path(tmp.name) / f"target-{c}.gguf", c)

@@ -6,7 +6,7 @@ the engine itself packs only decode and verification steps), next-line exact mat
 the cursor at a random line start of a held-out file, SPM prompt, greedy to the newline), how many of those
 greedy continuations (48 tokens) equal float32's, and decode ms/token (one-token steps at the task's context,
 median, alternating between packings). Held-out files come from the corpus split the house pair never trained on
-(``completer.models.corpus``); the number of files and tokens is recorded.
+(``completer.training.corpus``); the number of files and tokens is recorded.
 
     python bench/quantization.py                               # -> bench/results/quantization-<UTC time>/
     python bench/quantization.py --tasks 60 --loss-mb 0.3 --out bench/results/quantization
@@ -34,9 +34,10 @@ PACKINGS = ("none", "fp16", "int8")
 
 
 def main(argv=None) -> int:
-    from completer.models import HOUSE_DIR, corpus
-    from completer.models.evaluate import greedy, heldout_loss, line_tasks
-    from completer.models.fim import encode_samples, pack
+    from completer.models import HOUSE_DIR
+    from completer.training import corpus
+    from completer.training.evaluate import greedy, heldout_loss, line_tasks
+    from completer.training.fim import encode_samples, pack
     from completer.models.llama import LlamaForCausalLM, PackedLinear
     from completer.models.tokenizer import EOS, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, load_tokenizer
 

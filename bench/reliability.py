@@ -38,7 +38,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bench.lspclient import Server, frame, open_ws
+from lsp.client import Server, frame, open_ws
 from completer.models import resolve_model
 from completer.stats import nearest_rank as pct
 
@@ -149,7 +149,7 @@ def load_traces() -> list:
     paths = sorted((ROOT / "bench" / "traces").glob("*.jsonl"))
     if not paths:
         return []
-    from bench.trace import load
+    from lsp.trace import load
 
     return [(p.stem, load(p)) for p in paths]
 
@@ -157,7 +157,7 @@ def load_traces() -> list:
 async def trace_client(i: int, url: str, opts: dict, traces: list, until: float, res: dict) -> None:
     """Replay a trace's keystrokes with its timing (edits only: each is a didChange + inlineCompletion at the
     cursor; accept/reject/open events are skipped, i.e. the user types everything), again and again."""
-    from bench.trace import apply_edit, position_of
+    from lsp.trace import apply_edit, position_of
 
     rng = random.Random(i)
     name, trace = traces[i % len(traces)]

@@ -45,8 +45,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import trace as tr
-from bench.lspclient import Client, RpcError, Server
+from lsp import trace as tr
+from lsp.client import Client, RpcError, Server
 
 HERE = Path(__file__).resolve().parent
 # today's lifecycle unless a configuration turns an issue-13 mechanism on (the server's defaults may differ)

@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from completer.engine import EngineConfig, Request
 from completer.engine.config import DEFAULT_DRAFT, DEFAULT_MODEL
-from completer.engine.torch_engine import TorchEngine
+from completer.engine.torch.engine import TorchEngine
 from completer.stats import nearest_rank
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -58,7 +58,7 @@ def configs(ks: list[int]) -> dict[str, dict]:
 def heldout_sources(limit_files: int, files: list[str] | None = None) -> list[tuple[str, str]]:
     """(name, text) of held-out Python files from the models helper's corpus split (or the given files)."""
     if not files:
-        from completer.models import corpus
+        from completer.training import corpus
 
         out = []
         for rel, path in corpus.iter_files("heldout"):   # deterministic order: the standard library first

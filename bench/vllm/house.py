@@ -32,7 +32,7 @@ from common import base_parser, counters_delta, engine_overrides, machine, summa
 from tqdm import tqdm  # noqa: E402
 
 from completer.engine import EngineConfig, Request  # noqa: E402
-from completer.engine.vllm_engine import VLLMEngine  # noqa: E402
+from completer.engine.vllm.engine import VLLMEngine  # noqa: E402
 
 PROMPTS = Path(__file__).resolve().parent / "prompts.json"
 

@@ -66,7 +66,7 @@ class EngineConfig:
     threads: int = 0                          # most CPU threads a model step may use (0 = every core)
     batch_decode: bool = True                 # concurrent requests stepped in shared forwards (decode, drafts, verification)
     adaptive_threads: bool = True             # per phase (prompt / decode step) use 1 or `threads`, whichever
-                                              # measures faster while serving (completer/engine/threads.py)
+                                              # measures faster while serving (completer/engine/torch/threads.py)
     quantization: str | None = None           # torch: None = float weights, with decode/verification steps
                                               # reading them stored in fp16 on an x86 CPU (same products for a
                                               # 16-bit checkpoint); "none" = plain float32 matmuls everywhere;
@@ -109,7 +109,7 @@ class EngineConfig:
             if self.device not in ("auto", "cuda"):
                 raise ValueError(f"device={self.device!r}: the vLLM backend runs on the CUDA GPUs that "
                                  f"CUDA_VISIBLE_DEVICES shows; use 'auto' (or 'cuda')")
-            from .vllm_engine import VLLM_QUANTIZATION  # the module imports vLLM only when an engine is built
+            from .vllm.engine import VLLM_QUANTIZATION  # the module imports vLLM only when an engine is built
             for setting in ("quantization", "draft_quantization"):
                 method = getattr(self, setting)
                 if method not in (None, "none") and method not in VLLM_QUANTIZATION:

@@ -152,7 +152,7 @@ class PackedLinear:
 
     "fp16": weights stored in half precision, multiplied in float32: half the bytes of float32 and, for a
     checkpoint saved in 16-bit (the house pair: bfloat16, all but ~0.01% of its values exactly representable),
-    the same products. The matmul is the engine's own kernel (completer/engine/kernels.py: ~1.5x the bandwidth of
+    the same products. The matmul is the engine's own kernel (completer/models/kernels.py: ~1.5x the bandwidth of
     FBGEMM's at one token) when it builds on this machine, else torch's FBGEMM op. "int8": int8 weights with one scale per output row, activations in bfloat16 (a quarter of
     the bytes; changes the output slightly, so it is opt-in and its held-out quality is measured). Each row of the
     input is computed independently, so a one-token decode and a (k+1)-token verification agree, which lossless
@@ -167,7 +167,7 @@ class PackedLinear:
         b = None if bias is None else bias.detach().float().contiguous()
         self._kernels = None
         if kind == "fp16":
-            from completer.engine import kernels   # here: completer.engine imports this module
+            from completer.models import kernels   # here: completer.engine imports this module
             self._kernels = kernels.ops()
             if self._kernels is not None:
                 self._packed, self._bias = self._kernels.pack_f16(w), b
@@ -248,7 +248,7 @@ class Attention(nn.Module):
         H, Hkv, D = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         if (step.packed and cache is not None and B == 1 and D % 16 == 0
                 and self.packed[0]._kernels):
-            # rotary, the cache write and the attention in one kernel (completer/engine/matvec.cpp: attend)
+            # rotary, the cache write and the attention in one kernel (completer/models/matvec.cpp: attend)
             qkv = self.packed[0](x, norm=norm)
             return self.packed[0]._kernels.attend(qkv, step.cos, step.sin, cache.k[layer, 0], cache.v[layer, 0],
                                                   step.start, H, Hkv).view(B, T, H * D)

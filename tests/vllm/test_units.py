@@ -7,7 +7,7 @@ import pytest
 
 from completer.engine import EngineConfig, EngineError, Request, create_engine
 from completer.engine.base import Counters
-from completer.engine.vllm_engine import engine_kwargs, merge_spec_stats, sampling_kwargs, speculative_k
+from completer.engine.vllm.engine import engine_kwargs, merge_spec_stats, sampling_kwargs, speculative_k
 
 
 def cfg(**kw):
