@@ -37,7 +37,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.lspclient import Server, inline_params, server_command
+from lsp.client import Server, inline_params, server_command
 from bench.replay import _loadavg, machine
 from completer.stats import percentile
 

@@ -6,7 +6,7 @@ names). Example with the defaults::
     {"engine": {"backend": "torch", "model": "house:v2/target", "draft": "house:v2/draft", "speculation": "auto", ...},
      "maxTokens": 64, "debounceMs": 30, "contextBudgetTokens": 1024, "cancelStaleRequests": true,
      "typeThroughCache": true, "template": "auto", "maxDocumentChars": 2000000, "maxPromptTokens": 4096,
-     "engineStartTimeoutS": 300, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": true,
+     "engineStartTimeoutS": 300, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": false,
      "debounceMinMs": 0, "debounceMaxMs": 300, "answerBoundMs": 1000}
 
 Bad options in ``initialize`` are answered with an ``initialize`` error (-32602, InvalidParams) whose message names
@@ -73,8 +73,9 @@ class ServerConfig:
                                            # request waits at most --engine-loading-wait, then gets "engine loading"
     reuse_in_flight: bool = True          # a keystroke that types what the running request writes is answered by it
     early_answer: bool = False            # answer at the end of the first line; the block finishes in the background
-    adaptive_debounce: bool = True        # debounce learned from the client's typing rhythm and the engine's time
-                                          # (else debounceMs); on: bench/results/replay-issue13-allkeys
+    adaptive_debounce: bool = False       # debounce learned from the client's typing rhythm and the engine's time
+                                          # (else debounceMs); off: on a busy 2-core machine it left ghost text
+                                          # before the next key on far fewer keystrokes (bench/results/replay/)
     debounce_min_ms: float = 0.0          # bounds of the adaptive debounce
     debounce_max_ms: float = 300.0        # under load the adaptive wait skips mid-burst keys (reliability-issue13-bound)
     token_healing: bool = True            # prompt backed up to a token boundary at the cursor (completer.healing)

@@ -86,7 +86,7 @@ def test_rhythm_sets_the_typists_pace_and_is_recorded():
 
 
 def test_checked_in_rhythm_traces_are_held_out_and_at_their_pace():
-    from completer.models.corpus import is_heldout
+    from completer.training.corpus import is_heldout
 
     files = sorted((TRACES / "rhythm").glob("*.jsonl"))
     by = {}
