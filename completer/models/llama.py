@@ -594,7 +594,14 @@ class LlamaForCausalLM(nn.Module):
             model.lm_head.weight = model.model.embed_tokens.weight
         cos, sin = rope_tables(config, device=device)
         model.rope_cos, model.rope_sin, model.rope_sin_signed = cos, sin, signed_sin(sin)
-        left = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
+        left = []
+        for n, t in [*model.named_parameters(), *model.named_buffers()]:
+            if t.is_meta and t.numel() == 0:     # a placeholder (no float32 copy of weights kept elsewhere)
+                mod, _, attr = n.rpartition(".")
+                setattr(model.get_submodule(mod), attr,
+                        nn.Parameter(torch.empty(0, device=device, dtype=dtype), requires_grad=False))
+            elif t.is_meta:
+                left.append(n)
         if left:
             raise ValueError(f"checkpoint {path} left {left[:5]} unset")
         return model.to(dtype).eval().fuse_()
