@@ -1,12 +1,14 @@
 """How long a new user waits: a cold ``completer complete`` end to end, and a cold ``completer-lsp`` to its first
 answered completion.
 
-    python -m bench.start [--runs 5] [--first] [--model MODEL] [--what cli,lsp] [--out FOLDER]
+    python -m bench.start [--runs 5] [--first] [--model MODEL] [--what cli,lsp] [--checkout DIR ...] [--out FOLDER]
 
 *Cold* means a fresh process each time, with the caches as a user has them after the first run (the dequantised
 model folder under ``$COMPLETER_CACHE``, the compiled C++ kernels under ``$TORCH_EXTENSIONS_DIR``, Python's
 bytecode); ``--first`` adds one run of each with both caches empty (a temporary folder), as the very first start
-after installing. The two kinds are interleaved run by run, so the machine's load hits both alike.
+after installing. The two kinds are interleaved run by run, so the machine's load hits both alike; with
+``--checkout DIR`` (repeatable; e.g. a ``git archive`` of the base commit) each run also goes through every checkout
+in turn (its ``completer`` and ``lsp`` first on PYTHONPATH), so a change and its base are compared side by side.
 
 - ``cli``: ``python -m completer.cli complete tests/data/stack.go --line 11 --column 14 [--model M]``, from spawning
   to its exit (the completion printed);
@@ -57,7 +59,7 @@ def run_cli(model: str | None, env: dict) -> dict:
     cmd = [sys.executable, "-m", "completer.cli", "complete", str(SAMPLE), "--line", str(LINE), "--column",
            str(COLUMN)] + (["--model", model] if model else [])
     cpu0, t0 = _children_cpu(), time.perf_counter()
-    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    p = subprocess.run(cmd, cwd=env.get("PYTHONPATH", ROOT), env=env, capture_output=True, text=True, timeout=900)
     wall = time.perf_counter() - t0
     return {"wall_s": wall, "cpu_s": _children_cpu() - cpu0, "rc": p.returncode, "output": p.stdout.strip()[:200],
             "error": p.stderr.strip()[-500:] if p.returncode else None}
@@ -65,8 +67,13 @@ def run_cli(model: str | None, env: dict) -> dict:
 
 async def _lsp(model: str | None, env: dict) -> dict:
     server = Server("stdio", server_command("stdio"), env=env)
+    here = os.getcwd()
+    os.chdir(env.get("PYTHONPATH", ROOT))          # `python -m` puts its working folder first on sys.path
     cpu0, t0 = _children_cpu(), time.perf_counter()
-    client = await server.start()
+    try:
+        client = await server.start()
+    finally:
+        os.chdir(here)
     out: dict = {"loading_answers": 0}
     try:
         options = {"engine": {"model": model}} if model else {}
@@ -112,12 +119,12 @@ def first_env(tmp: Path) -> dict:
 
 def summarize(runs: list[dict]) -> list[dict]:
     rows = []
-    for kind, state in dict.fromkeys((r["kind"], r["caches"]) for r in runs):
-        rs = [r for r in runs if (r["kind"], r["caches"]) == (kind, state)]
+    for kind, state, co in dict.fromkeys((r["kind"], r["caches"], r.get("checkout", "this")) for r in runs):
+        rs = [r for r in runs if (r["kind"], r["caches"], r.get("checkout", "this")) == (kind, state, co)]
         walls = [r["wall_s"] for r in rs if r.get("wall_s") is not None]
         cpus = [r["cpu_s"] for r in rs if r.get("cpu_s") is not None]
         la = [float(r["loadavg_before"].split()[0]) for r in rs if r.get("loadavg_before")]
-        rows.append({"kind": kind, "caches": state, "runs": len(rs), "answered": len(walls),
+        rows.append({"kind": kind, "caches": state, "checkout": co, "runs": len(rs), "answered": len(walls),
                      "wall_median_s": percentile(walls, 50), "wall_p95_s": percentile(walls, 95),
                      "wall_min_s": min(walls, default=None), "cpu_median_s": percentile(cpus, 50),
                      "loading_answers": sum(r.get("loading_answers", 0) for r in rs),
@@ -134,16 +141,16 @@ def markdown(raw: dict, rows: list[dict]) -> str:
            f"- model: {raw['model'] or 'the default'}; sample: tests/data/stack.go line {LINE}, column {COLUMN}",
            "- cold = a fresh process, caches as after the first run; first = caches empty (a new COMPLETER_CACHE "
            "and TORCH_EXTENSIONS_DIR)", "",
-           "| what | caches | runs | wall median s | wall p95 s | wall min s | CPU median s | 'engine loading' "
-           "answers | load avg (1 min) |", "|---|---|---|---|---|---|---|---|---|"]
+           "| what | caches | checkout | runs | wall median s | wall p95 s | wall min s | CPU median s "
+           "| 'engine loading' answers | load avg (1 min) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         la = r["loadavg_1min_range"]
-        out.append(f"| {r['kind']} | {r['caches']} | {r['runs']} | {f(r['wall_median_s'])} | {f(r['wall_p95_s'])} "
+        out.append(f"| {r['kind']} | {r['caches']} | {r['checkout']} | {r['runs']} | {f(r['wall_median_s'])} | {f(r['wall_p95_s'])} "
                    f"| {f(r['wall_min_s'])} | {f(r['cpu_median_s'])} | {r['loading_answers']} "
                    f"| {'–' if not la else f'{la[0]:.1f}–{la[1]:.1f}'} |")
     out += ["", "Runs in order (wall s / CPU s, load average before):", ""]
     for r in raw["runs"]:
-        out.append(f"- {r['kind']} ({r['caches']}): {f(r.get('wall_s'))} / {f(r.get('cpu_s'))}, "
+        out.append(f"- {r['kind']} ({r['caches']}, {r.get('checkout', 'this')}): {f(r.get('wall_s'))} / {f(r.get('cpu_s'))}, "
                    f"load {r.get('loadavg_before')}" + (f", error: {r['error'][:120]}" if r.get("error") else "")
                    + (f", {r['loading_answers']} 'engine loading' answers" if r.get("loading_answers") else ""))
     return "\n".join(out) + "\n"
@@ -155,7 +162,7 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    labels = [f"{r['kind']} ({r['caches']})" for r in rows]
+    labels = [f"{r['kind']} ({r['caches']}, {r['checkout']})" for r in rows]
     ax.bar(range(len(rows)), [r["wall_median_s"] or 0 for r in rows], 0.4, label="wall, median")
     ax.bar([i + 0.4 for i in range(len(rows))], [r["cpu_median_s"] or 0 for r in rows], 0.4, label="CPU, median")
     for i, r in enumerate(rows):
@@ -177,9 +184,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--first", action="store_true", help="also one run of each with the caches empty")
     ap.add_argument("--model", default=None, help="model (default: the CLI's and the server's default)")
     ap.add_argument("--what", default="cli,lsp", help="comma-separated: cli, lsp")
+    ap.add_argument("--checkout", action="append", type=Path, default=None, metavar="DIR",
+                    help="also run this checkout's completer/lsp (repeatable; this one is always run, as 'this')")
     ap.add_argument("--out", type=Path, default=None,
                     help="output folder (default: a new bench/results/start-<UTC time>/, never the committed results)")
     a = ap.parse_args(argv)
+    checkouts = {"this": ROOT}
+    for d in a.checkout or []:
+        if not (d / "completer" / "cli.py").is_file():
+            raise SystemExit(f"--checkout {d}: not a checkout of completer (no completer/cli.py)")
+        checkouts[d.resolve().name] = d.resolve()
     kinds = [k for k in a.what.split(",") if k]
     if not kinds or set(kinds) - {"cli", "lsp"}:
         raise SystemExit(f"--what: expected a comma-separated list of cli, lsp; got {a.what!r}")
@@ -188,19 +202,24 @@ def main(argv: list[str] | None = None) -> None:
     runs: list[dict] = []
     plan = []
     with tempfile.TemporaryDirectory(prefix="completer-first-") as tmp:
+        def env_of(co: str, base: dict) -> dict:
+            return {**base, "PYTHONPATH": str(checkouts[co])}
+
         if a.first:
-            plan += [(k, "first", first_env(Path(tmp) / k)) for k in kinds]
+            plan += [(k, "first", co, env_of(co, first_env(Path(tmp) / co / k))) for co in checkouts for k in kinds]
         else:
             # a user's caches exist: one untimed start fills them if this machine never ran the engine
-            runner[kinds[0]](a.model, dict(os.environ))
-        plan += [(k, "cold", dict(os.environ)) for _ in range(a.runs) for k in kinds]
+            for co in checkouts:
+                runner[kinds[0]](a.model, env_of(co, dict(os.environ)))
+        plan += [(k, "cold", co, env_of(co, dict(os.environ))) for _ in range(a.runs) for k in kinds
+                 for co in checkouts]
         date = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        for i, (kind, state, env) in enumerate(plan):
+        for i, (kind, state, co, env) in enumerate(plan):
             before = _loadavg()
             r = runner[kind](a.model, env)
-            r.update(kind=kind, caches=state, loadavg_before=before, loadavg_after=_loadavg())
+            r.update(kind=kind, caches=state, checkout=co, loadavg_before=before, loadavg_after=_loadavg())
             runs.append(r)
-            print(f"[{i + 1}/{len(plan)}] {kind} ({state}): wall {r.get('wall_s')}, cpu {r.get('cpu_s'):.2f} s, "
+            print(f"[{i + 1}/{len(plan)}] {kind} ({state}, {co}): wall {r.get('wall_s')}, cpu {r.get('cpu_s'):.2f} s, "
                   f"load {before}", file=sys.stderr, flush=True)
     raw = {"date": date, "machine": machine(), "model": a.model, "runs": runs,
            "command": " ".join(["python -m bench.start"] + [shlex.quote(x) for x in (argv or sys.argv[1:])])}
