@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import statistics
 import subprocess
@@ -43,6 +42,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from completer.stats import nearest_rank
+
+try:
+    from bench import record
+except ImportError:                 # run as a file (the --worker processes): bench/ is on sys.path
+    import record
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -194,20 +198,12 @@ class Worker:
 
 # --- driver ------------------------------------------------------------------------------------------------------
 def machine() -> dict:
-    import torch
-
-    try:
-        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        cpu = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?")
-    except (OSError, subprocess.SubprocessError):
-        cpu = platform.processor() or "?"
     try:
         import llama_cpp
         llama = llama_cpp.__version__
     except ImportError:
         llama = None
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch": torch.__version__, "llama_cpp_python": llama,
-            "python": platform.python_version(), "platform": platform.platform()}
+    return record.machine(llama_cpp_python=llama)
 
 
 def prompts(n: int, seed: int, budget: int, model: str) -> tuple[list[list[int]], list[str]]:
@@ -450,11 +446,9 @@ def main(argv=None) -> int:
            "prompt_tokens_median": int(statistics.median(lens)), "repeats": args.repeats, "max_new": args.max_new,
            "torch_packing": packing or "float32 (no packing)", "llama_missing": llama_missing,
            "summary": summary, "ratios": ratios(summary), "rss": rss, "requests": rows}
-    (out / "peer.json").write_text(json.dumps(res, indent=1) + "\n")
-    (out / "peer.md").write_text(markdown(res))
-    plot(res, out / "peer.png")
+    paths = record.write(out, "peer", res, markdown(res), lambda path: plot(res, path))
     print(markdown(res))
-    print(f"wrote {out}/peer.json, peer.md, peer.png")
+    print("wrote " + ", ".join(map(str, paths.values())))
     return 0
 
 

@@ -37,9 +37,9 @@ def main(argv=None) -> int:
     from completer.models import HOUSE_DIR
     from completer.training import corpus
     from completer.training.evaluate import greedy, heldout_loss, line_tasks
-    from completer.training.fim import encode_samples, pack
+    from completer.training.fim import encode_samples, fim_ids, pack
     from completer.models.llama import LlamaForCausalLM, PackedLinear
-    from completer.models.tokenizer import EOS, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, load_tokenizer
+    from completer.models.tokenizer import EOS, load_tokenizer
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", type=int, default=60)
@@ -68,15 +68,13 @@ def main(argv=None) -> int:
     all_texts = [t for _, t in corpus.iter_texts("heldout")]
     tasks = line_tasks(all_texts, args.tasks, rng)
     eos = tok.token_to_id(EOS)
-    sp = {t: tok.token_to_id(t) for t in (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE)}
     exact = {k: 0 for k in kinds}
     same = {k: 0 for k in kinds}
     step_ms = {k: [] for k in kinds}
     for m in models.values():
         m.packed_max_tokens = 16                      # decode as the engine does: prompts in float32
     for prefix, line, suffix in tqdm(tasks, desc="next-line + decode"):
-        ids = ([sp[FIM_SUFFIX]] + tok.encode(suffix).ids[:400] + [sp[FIM_PREFIX]] + tok.encode(prefix).ids[-1200:]
-               + [sp[FIM_MIDDLE]])
+        ids = fim_ids(tok, tok.encode(prefix).ids[-1200:], tok.encode(suffix).ids[:400])
         ref = None
         for k in kinds:
             got = greedy(models[k], ids, 48, eos, "cpu")

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-EOS = "<|endoftext|>"
-FIM_PREFIX, FIM_MIDDLE, FIM_SUFFIX, FIM_PAD, FILE_SEP = (
-    "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|file_sep|>")
+from ..prompt import FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
+
+EOS, FIM_PAD, FILE_SEP = "<|endoftext|>", "<|fim_pad|>", "<|file_sep|>"
 SPECIAL_TOKENS = [EOS, FIM_PREFIX, FIM_MIDDLE, FIM_SUFFIX, FIM_PAD, FILE_SEP]   # ids 0..5
 
 

@@ -512,7 +512,8 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if gpu else torch.autocast("cpu", enabled=False)
     if args.report_only:
         meta = json.loads((out / "train_meta.json").read_text()) if (out / "train_meta.json").is_file() else {}
-        return _report(drafter, target, tok, eos, args.n_eval, args, tc, device, amp, out, meta, t0)
+        return _report(drafter, target, tok, eos, args.n_eval, args, tc, device, amp, out, meta, t0,
+                       acceptance_report)
     try:
         texts = corpus_texts(args.corpus, int((args.corpus_mb or (60 if gpu else 5)) * 1e6))
     except OSError as e:
@@ -552,4 +553,5 @@ def train(args, target, tok, eos: int | None, device, out: Path, t0: float, argv
             "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None, "train_top1_per_offset": agree,
             "params": sum(p.numel() for p in drafter.parameters()), "seconds_training": seconds}
     drafter.save(out, meta)
-    return _report(drafter, target, tok, eos, args.n_eval, args, tc, device, amp, out, meta, t0)
+    return _report(drafter, target, tok, eos, args.n_eval, args, tc, device, amp, out, meta, t0,
+                       acceptance_report)

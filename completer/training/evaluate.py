@@ -28,10 +28,10 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from . import corpus
-from .fim import encode_samples, pack
+from .fim import encode_samples, fim_ids, pack
 from ..models import HOUSE_DIR
 from ..models.llama import LlamaForCausalLM
-from ..models.tokenizer import EOS, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, load_tokenizer
+from ..models.tokenizer import EOS, load_tokenizer
 
 MAX_POSITION = 8
 
@@ -106,12 +106,11 @@ def figures(root: Path, texts: list[str], n_tasks: int, loss_mb: float, seed: in
 
     tasks = line_tasks(texts, n_tasks, rng)
     eos = tok.token_to_id(EOS)
-    sp = {t: tok.token_to_id(t) for t in (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE)}
     exact = 0
     agree_runs: list[np.ndarray] = []
     for prefix, line, suffix in tqdm(tasks, desc="next-line + acceptance"):
         suf, pre = tok.encode(suffix).ids[:400], tok.encode(prefix).ids[-1200:]   # fit the 2048 positions
-        ids = [sp[FIM_SUFFIX]] + suf + [sp[FIM_PREFIX]] + pre + [sp[FIM_MIDDLE]]
+        ids = fim_ids(tok, pre, suf)
         # one greedy run serves both: its first line is the next-line answer (greedy is deterministic, so stopping
         # at the newline would give the same line), its first 32 tokens the trajectory the draft is scored on
         got = greedy(target, ids, 48, eos, device)

@@ -60,6 +60,17 @@ def fim_pieces(text: str, rng: random.Random) -> list[str]:
     return [FIM_SUFFIX, s, FIM_PREFIX, p, FIM_MIDDLE, m, EOS]
 
 
+def fim_ids(tok: Tokenizer, prefix_ids: list[int], suffix_ids: list[int], order: str = "spm") -> list[int]:
+    """A FIM prompt as token ids from pieces each encoded on its own (no token straddles a cut), in the house order
+    (``spm``: suffix, prefix, middle; ``completer.prompt``'s ``house`` template) or in Qwen's (``psm``)."""
+    pre, suf, mid = (tok.token_to_id(t) for t in (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE))
+    if order == "psm":
+        return [pre, *prefix_ids, suf, *suffix_ids, mid]
+    if order != "spm":
+        raise ValueError(f"order must be spm or psm, got {order!r}")
+    return [suf, *suffix_ids, pre, *prefix_ids, mid]
+
+
 def encode_samples(texts: Iterable[str], tok: Tokenizer, seed: int, batch: int = 2048) -> np.ndarray:
     """One token stream (uint16) of FIM samples from every chunk of every text, EOS-separated."""
     rng = random.Random(seed)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from completer.engine import EngineConfig
-from completer.engine.vllm.engine import check_quantization, engine_kwargs
+from completer.engine.vllm.settings import check_quantization, engine_kwargs
 
 
 def cfg(**kw):
