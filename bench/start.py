@@ -40,7 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from lsp.client import Server, inline_params, server_command
-from bench.replay import _loadavg, machine
+from bench.record import loadavg as _loadavg, machine
 from completer.stats import percentile
 
 HERE = Path(__file__).resolve().parent
