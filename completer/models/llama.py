@@ -297,10 +297,20 @@ class _Step:
     packed: bool = False              # use the layers' PackedLinear weights (a step of few tokens, no autograd)
 
 
+class Embedding(nn.Embedding):
+    """``nn.Embedding`` without its random init on the meta device (``from_pretrained`` builds the model there and
+    loads the weights after): torch's ``normal_`` on a meta tensor goes through ``torch._refs``, whose first use
+    imports ``torch._dynamo``, 2-10 s of every start on 2 cores for nothing."""
+
+    def reset_parameters(self) -> None:
+        if not self.weight.is_meta:
+            super().reset_parameters()
+
+
 class Backbone(nn.Module):  # Hugging Face's ``model.`` prefix
     def __init__(self, c: ModelConfig):
         super().__init__()
-        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.embed_tokens = Embedding(c.vocab_size, c.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.num_hidden_layers))
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
 
@@ -313,7 +323,9 @@ class LlamaForCausalLM(nn.Module):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
-        cos, sin = rope_tables(config)
+        # inside from_pretrained's meta device the tables are made on the CPU (replaced after loading anyway): torch's
+        # arange on a meta tensor imports torch._dynamo, seconds of every start
+        cos, sin = rope_tables(config, device="cpu" if torch.get_default_device().type == "meta" else None)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.register_buffer("rope_sin_signed", signed_sin(sin), persistent=False)
@@ -519,12 +531,24 @@ class LlamaForCausalLM(nn.Module):
         missing = set(dict(model.named_parameters())) - set(state) - ({"lm_head.weight"} if config.tie_word_embeddings else set())
         if missing:
             raise ValueError(f"checkpoint {path} lacks {sorted(missing)[:5]}")
-        model = model.to_empty(device=device)
-        model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False, assign=False)
+        # the loaded tensors become the parameters (assign): no empty copies of the meta ones first, whose
+        # empty_like on the meta device imports torch's symbolic shapes (sympy), seconds of every start
+        model.load_state_dict({k: v.to(device=device, dtype=dtype) for k, v in state.items()}, strict=False,
+                              assign=True)
         if config.tie_word_embeddings:
             model.lm_head.weight = model.model.embed_tokens.weight
         cos, sin = rope_tables(config, device=device)
         model.rope_cos, model.rope_sin, model.rope_sin_signed = cos, sin, signed_sin(sin)
+        left = []
+        for n, t in [*model.named_parameters(), *model.named_buffers()]:
+            if t.is_meta and t.numel() == 0:     # a placeholder (no float32 copy of weights kept elsewhere)
+                mod, _, attr = n.rpartition(".")
+                setattr(model.get_submodule(mod), attr,
+                        nn.Parameter(torch.empty(0, device=device, dtype=dtype), requires_grad=False))
+            elif t.is_meta:
+                left.append(n)
+        if left:
+            raise ValueError(f"checkpoint {path} left {left[:5]} unset")
         return model.to(dtype).eval().fuse_()
 
     def save_pretrained(self, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> None:

@@ -58,7 +58,7 @@ export const DEFAULTS: CompleterSettings = {
   numSpeculativeTokens: 'adaptive',
   device: 'auto',
   engine: {},
-  maxTokens: 64,
+  maxTokens: 32,
   debounceMs: 30,
   enable: true,
 };
