@@ -186,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m completer.training.fim_lora", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", default="gguf:smollm2", help="the base model spec (what users have)")
+    ap.add_argument("--base-name", help="the base spec written into the shipped config.json (default: --base; "
+                                        "e.g. gguf:smollm2 when --base is a copy of that file on a device)")
     ap.add_argument("--corpus", action="append", required=True, help="train archive(s) (JSON lines, xz)")
     ap.add_argument("--heldout", help="held-out archive: loss per language before and after training")
     ap.add_argument("--heldout-windows", type=int, default=16, help="windows per language for the held-out loss")
@@ -308,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
                 bar.set_postfix_str(f"step {step} loss {last:.3f} tok {tokens / 1e6:.1f}M "
                                     f"ETA {int(left) // 60}:{int(left) % 60:02d}")
             if time.time() - start >= next_save:
-                save(out, model, tok, args.base, meta(step, tokens, first, last, checkpoint=True), device)
+                save(out, model, tok, args.base_name or args.base, meta(step, tokens, first, last, checkpoint=True), device)
                 tqdm.write(f"checkpoint at step {step} ({time.time() - start:.0f}s): {out}")
                 next_save += every
     except KeyboardInterrupt:
@@ -318,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     bar.close()
     after = heldout_loss(model, held, device) if held else {}
     m = meta(step, tokens, first, last, interrupted, after=after)
-    save(out, model, tok, args.base, m, device)
+    save(out, model, tok, args.base_name or args.base, m, device)
     print(json.dumps(m, indent=1), flush=True)
     print(f"saved {out} (use it with --model {out} once copied under completer/models/house/smollm2/fim: "
           f"house:smollm2/fim)", flush=True)

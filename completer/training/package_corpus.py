@@ -149,6 +149,7 @@ class PackageLicence:
     """The licence of each file of one package: its own SPDX line, else the package's rules."""
 
     def __init__(self, kind: str, name: str, root: Path):
+        self.kind = kind
         self.rules: list[tuple[list[str], str]] = []
         self.default = "unknown"
         self.crates: dict[Path, str] = {}
@@ -193,7 +194,9 @@ class PackageLicence:
                 return lic
         found = None
         parts = rel.split("/")
-        suffixes = ["/".join(parts[i:]) for i in range(len(parts))]
+        # debian/copyright's patterns are relative to the source tree: a source package's files are at those paths,
+        # a binary package's are installed under some prefix (usr/include/..., usr/share/gocode/src/<module>/...)
+        suffixes = [rel] if self.kind == "debsrc" else ["/".join(parts[i:]) for i in range(len(parts))]
         for pats, lic in self.rules:                              # DEP-5: the last matching stanza wins
             if any(fnmatch.fnmatchcase(s, p) for p in pats for s in suffixes):
                 found = lic
@@ -348,7 +351,10 @@ def build(root: str | Path, out: str | Path, preset: int = 3) -> dict:
     root, out = Path(root), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     packages = list_packages(root)
-    packages.sort(key=lambda p: (not is_heldout_package(package_id(p[0], p[1])), p[0], p[1]))  # held-out first
+    # held-out packages first (a train copy of a held-out file is the one dropped), then the rest in a fixed
+    # pseudo-random order, so that any prefix of the train archive samples every kind and language
+    packages.sort(key=lambda p: (not is_heldout_package(package_id(p[0], p[1])),
+                                 hashlib.sha1(package_id(p[0], p[1]).encode()).hexdigest()))
     eval_digests, eval_index = eval_signatures()
     index = NearDupIndex()
     seen: dict[str, str] = {}
@@ -419,6 +425,8 @@ def build(root: str | Path, out: str | Path, preset: int = 3) -> dict:
             row["bytes"] += len(text)
             row["by_language"][language] += len(text)
             total_bytes += len(text)
+        for w in writers.values():
+            w.flush()
         el = time.time() - t0
         eta = el / i * (len(packages) - i)
         print(f"[{i}/{len(packages)}] {pid} ({split}, {row['files']} files, {row['bytes'] / 1e6:.1f} MB; "

@@ -156,7 +156,7 @@ def newest_sdist(name: str) -> tuple[str, str, str]:
         if not fname.endswith(".tar.gz"):
             continue
         stem = fname[:-len(".tar.gz")]
-        m = re.match(rf"(?i){re.escape(norm).replace('-', '[-_.]')}-(.+)$", stem)
+        m = re.match("(?i)" + "[-_.]".join(map(re.escape, norm.split("-"))) + r"-(.+)$", stem)
         if not m:
             continue
         key = _version_key(m.group(1))
