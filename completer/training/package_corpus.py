@@ -80,7 +80,8 @@ PERMISSIVE = {
     "zpl-2.1", "w3c", "unicode-dfs-2016", "unicode-3.0", "ncsa", "upl-1.0", "wtfpl", "blueoak-1.0.0", "bsd-4-clause-uc",
     "x11-distribute-modifications-variant", "mit-cmu", "sqlite", "permissive", "blessing", "cc-by-4.0",
     "unicode-dfs-2015", "isc-style", "mit-style", "bsd-like", "mit-like", "historical", "hpnd-sell-variant",
-    "bsd-source-code", "mit-open-group", "intel", "lgpl-2.1 with linking-exception-removed-never", "zlib-acknowledgement",
+    "bsd-source-code", "mit-open-group", "bsd-variant", "bsd-4-clause", "bsd-by-lc-ne", "openssh", "hylafax",
+    "pd", "cnri-python", "tangentorg", "intel", "lgpl-2.1 with linking-exception-removed-never", "zlib-acknowledgement",
 }
 PERMISSIVE = {p.lower() for p in PERMISSIVE}
 COPYLEFT_WORDS = ("gpl", "general public", "mpl", "mozilla public", "epl", "eclipse public", "cddl", "osl", "eupl",
@@ -102,14 +103,15 @@ def is_permissive(licence: str | None) -> bool:
 
 
 def _one_permissive(name: str) -> bool:
-    name = name.strip().removesuffix(" license").removesuffix(" licence").strip()
+    name = name.strip().removesuffix(" license").removesuffix(" licence").strip().split("~")[0]   # "BSD-3-clause~Google"
     name = re.sub(r"^the ", "", name)
     if any(w in name for w in COPYLEFT_WORDS):
         return False
     if name in PERMISSIVE or name.rstrip("+") in PERMISSIVE:
         return True
     base = re.sub(r"[- ]?(?:v?\d+(?:\.\d+)*)\+?$", "", name)        # "bsd-3", "apache 2", "expat-like"
-    return base in PERMISSIVE or name.split()[0] in ("mit", "bsd", "isc", "apache", "zlib", "expat", "psf")
+    return (base in PERMISSIVE or name.split()[0] in ("mit", "bsd", "isc", "apache", "zlib", "expat", "psf")
+            or re.match(r"(bsd|mit|isc|apache)-", name) is not None)        # "BSD-3-NLnetLabs", "MIT-style"
 
 
 # --- licences of packages ------------------------------------------------------------------------------------------
@@ -170,7 +172,8 @@ class PackageLicence:
                 if m:
                     self.crates[cargo.parent] = m.group(1)
         elif kind == "npm":
-            pj = root / "package" / "package.json"
+            found = sorted(root.glob("*/package.json"))     # npm pack's top folder: "package", or the name
+            pj = found[0] if found else root / "package" / "package.json"
             if pj.is_file():
                 try:
                     d = json.loads(pj.read_text("utf-8", "replace"))
@@ -466,6 +469,37 @@ def summarise(counts: Counter, by: dict, pkg_rows: dict, eval_hits: dict, out: P
     }
 
 
+def subset(src: str | Path, dst: str | Path, mb: float, per_language_mb: float | None = None,
+           preset: int = 9) -> dict:
+    """The first ``mb`` MB of text of archive ``src`` (at most ``per_language_mb`` per language) into ``dst``, for a
+    device call that can carry only a small archive. ``src`` may still be being written by ``build`` (a truncated
+    xz stream): what is there is read, and the build's order makes any prefix a sample of every language."""
+    taken: Counter = Counter()
+    n = 0
+    tmp = Path(str(dst) + ".tmp")
+    with lzma.open(tmp, "wt", encoding="utf-8", preset=preset) as out:
+        try:
+            with lzma.open(src, "rt", encoding="utf-8") as fh:
+                for line in fh:
+                    if not line.endswith("\n"):
+                        break                          # the last, partly written line of a growing archive
+                    d = json.loads(line)
+                    lang, size = d["language"], len(d["text"])
+                    if per_language_mb is not None and taken[lang] + size > per_language_mb * 1e6:
+                        continue
+                    out.write(line)
+                    taken[lang] += size
+                    n += 1
+                    if sum(taken.values()) >= mb * 1e6:
+                        break
+        except EOFError:                                # the growing archive's end
+            pass
+    tmp.replace(dst)
+    return {"files": n, "mb": round(sum(taken.values()) / 1e6, 2),
+            "mb_by_language": {k: round(v / 1e6, 2) for k, v in sorted(taken.items())},
+            "archive_bytes": Path(dst).stat().st_size}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m completer.training.package_corpus", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -474,7 +508,15 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("root", help="the folder package_fetch wrote (ROOT/pkgs/...)")
     b.add_argument("out", help="output folder")
     b.add_argument("--xz-preset", type=int, default=3)
+    u = sub.add_parser("subset", help="the first MB of an archive (also of one still being built)")
+    u.add_argument("src")
+    u.add_argument("dst")
+    u.add_argument("--mb", type=float, required=True)
+    u.add_argument("--per-language-mb", type=float)
     args = ap.parse_args(argv)
+    if args.cmd == "subset":
+        print(json.dumps(subset(args.src, args.dst, args.mb, args.per_language_mb), indent=1))
+        return 0
     meta = build(args.root, args.out, args.xz_preset)
     print(json.dumps({k: v for k, v in meta.items() if k != "packages"}, indent=1))
     return 0
