@@ -177,7 +177,11 @@ def read_texts(archives: list[str], max_bytes: int, seed: int) -> list[tuple[str
     from completer.models.corpus import read_archive
     out = []
     for a in archives:
-        out += [(lang, text) for _, lang, text in read_archive(a, max_bytes)]
+        try:
+            for _, lang, text in read_archive(a, max_bytes):
+                out.append((lang, text))
+        except (EOFError, ValueError) as e:   # an archive cut short (a subset taken while the corpus was built)
+            print(f"{a}: read {len(out)} files, then {type(e).__name__}: {e} (the rest is not used)", flush=True)
     random.Random(seed).shuffle(out)
     return out
 
