@@ -97,10 +97,10 @@ def add_lora(model: LlamaForCausalLM, rank: int, alpha: float, fim_rows: list[in
         for t in TARGETS:
             mod = layer.get_submodule(t)
             out_f, in_f = mod.weight.shape
-            lora = LoRA(out_f, in_f, rank, alpha / rank, gen)
+            lora = LoRA(out_f, in_f, rank, alpha / rank, gen).to(mod.weight.device)
             P.register_parametrization(mod, "weight", lora)
             params += [lora.A, lora.B]
-    rows = RowDelta(fim_rows, model.config.hidden_size)
+    rows = RowDelta(fim_rows, model.config.hidden_size).to(model.model.embed_tokens.weight.device)
     P.register_parametrization(model.model.embed_tokens, "weight", rows)
     if model.config.tie_word_embeddings:       # the head shares the embedding: the same rows change in both
         P.register_parametrization(model.lm_head, "weight", rows)
