@@ -45,11 +45,6 @@ async def round_(engine, prompts, max_new, tag, warm=False):
     return time.perf_counter() - t0, res
 
 
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
-
-
 async def run(args) -> dict:
     try:                                   # imported as bench.batching or run as a script (python bench/batching.py)
         from bench.speculation import heldout_sources, make_prompts
@@ -57,8 +52,9 @@ async def run(args) -> dict:
         from speculation import heldout_sources, make_prompts
 
     from completer.engine import EngineConfig
-    from completer.engine.torch_engine import TorchEngine
+    from completer.engine.torch.engine import TorchEngine
     from completer.prompt import template_for_model
+    from completer.stats import nearest_rank
 
     configs = [(m, b) for m in args.configs for b in (True, False)]
     engines = {}
@@ -108,7 +104,7 @@ async def run(args) -> dict:
                 lat = [x for r in rs for x in r["latencies_s"]]
                 drafted = sum(r["draft_tokens"] for r in rs)
                 summary.append({"clients": n, "speculation": m, "batch_decode": b,
-                                "latency_ms_p50": 1e3 * statistics.median(lat), "latency_ms_p95": 1e3 * pct(lat, 0.95),
+                                "latency_ms_p50": 1e3 * statistics.median(lat), "latency_ms_p95": 1e3 * nearest_rank(lat, 95),
                                 "tokens_per_s_p50": statistics.median(r["tokens"] / r["wall_s"] for r in rs),
                                 "batched_forwards_per_round": statistics.median(r["batched_forwards"] for r in rs),
                                 "batched_verifications_per_round":

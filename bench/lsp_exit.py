@@ -18,14 +18,14 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import statistics
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.lspclient import Server
+from bench import record
+from lsp.client import Server
 from completer.stats import nearest_rank
 
 HERE = Path(__file__).resolve().parent
@@ -91,13 +91,11 @@ def main(argv: list[str] | None = None) -> None:
     shipped, before = (rows[n]["median_ms"] for n in VARIANTS)
     result = {"command": "python -m bench.lsp_exit " + " ".join(argv if argv is not None else sys.argv[1:]),
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "machine": {"platform": platform.platform(), "cpu": platform.processor() or platform.machine(),
-                          "cpus": os.cpu_count(), "python": platform.python_version()},
+              "machine": record.machine(),
               "load_average_before": load_before, "load_average_after": os.getloadavg(), "engine": ENGINE,
               "variants": rows, "median_ratio_teardown_over_shipped": before / shipped}
-    (out / "lsp_exit.json").write_text(json.dumps(result, indent=1) + "\n")
     md = [f"# exit -> process end, `completer-lsp --stdio` ({args.runs} runs each, alternating)", "",
-          f"`{result['command']}` on {result['machine']['cpu']} ({result['machine']['cpus']} CPUs), "
+          f"`{result['command']}` on {result['machine']['cpu']} ({result['machine']['cores']} cores), "
           f"{result['date']}, load average {load_before[0]:.2f} before / {result['load_average_after'][0]:.2f} after",
           f"(a server still running {args.timeout:g} s after exit is killed and counted as {args.timeout:g} s)",
           "", "| variant | median ms | p95 ms | min ms | max ms | killed |", "|---|---|---|---|---|---|"]
@@ -105,21 +103,19 @@ def main(argv: list[str] | None = None) -> None:
            f"{r['killed_after_timeout']}/{args.runs} |" for n, r in rows.items()]
     md += ["", f"Median ratio, without / shipped: {result['median_ratio_teardown_over_shipped']:.0f}x (a lower bound "
            f"when the teardown variant was killed)"]
-    (out / "lsp_exit.md").write_text("\n".join(md) + "\n")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
+
+    def plot(path: Path) -> None:
         import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot (pip install -e '.[bench]')")
-    else:
+
         fig, ax = plt.subplots(figsize=(7, 3.2))
         ax.boxplot([rows[n]["runs_ms"] for n in rows], vert=False, tick_labels=list(rows))
         ax.set_xscale("log")
         ax.set_xlabel("exit -> process end (ms, log scale)")
         ax.set_title(f"completer-lsp --stdio, {args.runs} runs each, load {load_before[0]:.1f}")
         fig.tight_layout()
-        fig.savefig(out / "lsp_exit.png", dpi=120)
+        fig.savefig(path, dpi=120)
+
+    record.write(out, "lsp_exit", result, "\n".join(md) + "\n", plot)
     print("\n".join(md))
     print("wrote", out)
 

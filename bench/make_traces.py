@@ -2,7 +2,7 @@
 
     python -m bench.make_traces [--out bench/traces] [--seed 0] [--python 2] [--js 1] [--c 1] [--chars 45]
 
-Sources: the held-out split of the house models' corpus (``completer.models.corpus.iter_texts("heldout")``) and
+Sources: the held-out split of the house models' corpus (``completer.training.corpus.iter_texts("heldout")``) and
 code in other languages found on this machine (JavaScript under /usr/lib/node_modules, C headers under
 /usr/include). From each file a span of whole lines (about ``--chars`` characters of code) is cut out; the trace's
 initial text is the file without that span and the events type it back at human pace:
@@ -29,7 +29,7 @@ import math
 import random
 from pathlib import Path
 
-from bench import trace as tr
+from lsp import trace as tr
 
 IKI_MEAN_MS, IKI_SD_MS = 238.66, 111.60       # Dhakal et al. 2018, per-participant mean IKI
 IKI_SIGMA = 0.45
@@ -158,7 +158,7 @@ def _other_files(roots: list[str], exts: tuple[str, ...], lo: int = 2000, hi: in
 
 def sources(n_py: int, n_js: int, n_c: int, rng: random.Random) -> list[tuple[str, str, dict]]:
     """(relative name, text, meta) of the files to type from."""
-    from completer.models import corpus
+    from completer.training import corpus
 
     out = []
     py = [(rel, t) for rel, t in corpus.iter_texts("heldout") if 2000 <= len(t) <= 24000]

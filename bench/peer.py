@@ -2,7 +2,7 @@
 
 What it measures, per thread count (1 and 2 by default) and per configuration -- torch: no speculation, n-gram,
 draft, draft+n-gram (adaptive k, the engine's defaults otherwise); llama.cpp (PyPI ``llama-cpp-python``): the
-house target written as GGUF f32 and q8_0 by ``bench/gguf_write.py``, plain greedy decoding:
+house target written as GGUF f32 and q8_0 by ``completer/training/gguf_write.py``, plain greedy decoding:
 
 - cold: a FIM prompt with nothing cached (torch: no cache key; llama.cpp: ``reset()``);
 - warm, the typing case: the same prompt without its last 6 tokens was completed just before (torch: a cache key
@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import statistics
 import subprocess
@@ -43,6 +42,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from completer.stats import nearest_rank
+
+try:
+    from bench import record
+except ImportError:                 # run as a file (the --worker processes): bench/ is on sys.path
+    import record
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -58,7 +62,7 @@ def _packing_label(packing: str | None) -> str | None:
     """The engine's decode-step weights and which kernel multiplies them (the engine's own, or torch's)."""
     if packing != "fp16":
         return packing
-    from completer.engine import kernels
+    from completer.models import kernels
     return "fp16 (completer kernels)" if kernels.ops() is not None else f"fp16 (torch FBGEMM: {kernels.reason()})"
 
 
@@ -74,7 +78,7 @@ def torch_worker(threads: int, configs: list[str], quantization: str | None, mod
     import asyncio
 
     from completer.engine import EngineConfig, Request
-    from completer.engine.torch_engine import TorchEngine
+    from completer.engine.torch.engine import TorchEngine
 
     loop = asyncio.new_event_loop()
     engines = {}
@@ -194,20 +198,12 @@ class Worker:
 
 # --- driver ------------------------------------------------------------------------------------------------------
 def machine() -> dict:
-    import torch
-
-    try:
-        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        cpu = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?")
-    except (OSError, subprocess.SubprocessError):
-        cpu = platform.processor() or "?"
     try:
         import llama_cpp
         llama = llama_cpp.__version__
     except ImportError:
         llama = None
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch": torch.__version__, "llama_cpp_python": llama,
-            "python": platform.python_version(), "platform": platform.platform()}
+    return record.machine(llama_cpp_python=llama)
 
 
 def prompts(n: int, seed: int, budget: int, model: str) -> tuple[list[list[int]], list[str]]:
@@ -403,11 +399,7 @@ def main(argv=None) -> int:
         lcfgs = []
     tmp = tempfile.TemporaryDirectory(prefix="peer-gguf-")
     if lcfgs:
-        try:
-            from bench.gguf_write import write_gguf
-        except ImportError:
-            from gguf_write import write_gguf
-
+        from completer.training.gguf_write import write_gguf
         from completer.models import resolve_model
         for c in lcfgs:
             write_gguf(resolve_model(args.model), Path(tmp.name) / f"target-{c}.gguf", c)
@@ -454,11 +446,9 @@ def main(argv=None) -> int:
            "prompt_tokens_median": int(statistics.median(lens)), "repeats": args.repeats, "max_new": args.max_new,
            "torch_packing": packing or "float32 (no packing)", "llama_missing": llama_missing,
            "summary": summary, "ratios": ratios(summary), "rss": rss, "requests": rows}
-    (out / "peer.json").write_text(json.dumps(res, indent=1) + "\n")
-    (out / "peer.md").write_text(markdown(res))
-    plot(res, out / "peer.png")
+    paths = record.write(out, "peer", res, markdown(res), lambda path: plot(res, path))
     print(markdown(res))
-    print(f"wrote {out}/peer.json, peer.md, peer.png")
+    print("wrote " + ", ".join(map(str, paths.values())))
     return 0
 
 

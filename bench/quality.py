@@ -5,7 +5,7 @@
                             [--compare A:B ...]
 
 Eval set: the files in ``bench/quality_manifest.json``: Python from the house corpus's *held-out* split
-(``completer.models.corpus``; training never sees it) and code in other languages from Debian packages that are not
+(``completer.training.corpus``; training never sees it) and code in other languages from Debian packages that are not
 Python (C headers, npm's JavaScript, Go from git's contrib). A file missing on this machine is skipped, a file whose
 content differs from the manifest's sha1 is used and flagged, both in the results.
 

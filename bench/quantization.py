@@ -6,7 +6,7 @@ the engine itself packs only decode and verification steps), next-line exact mat
 the cursor at a random line start of a held-out file, SPM prompt, greedy to the newline), how many of those
 greedy continuations (48 tokens) equal float32's, and decode ms/token (one-token steps at the task's context,
 median, alternating between packings). Held-out files come from the corpus split the house pair never trained on
-(``completer.models.corpus``); the number of files and tokens is recorded.
+(``completer.training.corpus``); the number of files and tokens is recorded.
 
     python bench/quantization.py                               # -> bench/results/quantization-<UTC time>/
     python bench/quantization.py --tasks 60 --loss-mb 0.3 --out bench/results/quantization
@@ -34,11 +34,12 @@ PACKINGS = ("none", "fp16", "int8")
 
 
 def main(argv=None) -> int:
-    from completer.models import HOUSE_DIR, corpus
-    from completer.models.evaluate import greedy, heldout_loss, line_tasks
-    from completer.models.fim import encode_samples, pack
+    from completer.models import HOUSE_DIR
+    from completer.training import corpus
+    from completer.training.evaluate import greedy, heldout_loss, line_tasks
+    from completer.training.fim import encode_samples, fim_ids, pack
     from completer.models.llama import LlamaForCausalLM, PackedLinear
-    from completer.models.tokenizer import EOS, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, load_tokenizer
+    from completer.models.tokenizer import EOS, load_tokenizer
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", type=int, default=60)
@@ -67,15 +68,13 @@ def main(argv=None) -> int:
     all_texts = [t for _, t in corpus.iter_texts("heldout")]
     tasks = line_tasks(all_texts, args.tasks, rng)
     eos = tok.token_to_id(EOS)
-    sp = {t: tok.token_to_id(t) for t in (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE)}
     exact = {k: 0 for k in kinds}
     same = {k: 0 for k in kinds}
     step_ms = {k: [] for k in kinds}
     for m in models.values():
         m.packed_max_tokens = 16                      # decode as the engine does: prompts in float32
     for prefix, line, suffix in tqdm(tasks, desc="next-line + decode"):
-        ids = ([sp[FIM_SUFFIX]] + tok.encode(suffix).ids[:400] + [sp[FIM_PREFIX]] + tok.encode(prefix).ids[-1200:]
-               + [sp[FIM_MIDDLE]])
+        ids = fim_ids(tok, tok.encode(prefix).ids[-1200:], tok.encode(suffix).ids[:400])
         ref = None
         for k in kinds:
             got = greedy(models[k], ids, 48, eos, "cpu")

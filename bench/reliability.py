@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
 import random
 import re
 import shlex
@@ -38,7 +37,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bench.lspclient import Server, frame, open_ws
+from bench import record
+from lsp.client import Server, frame, open_ws
 from completer.models import resolve_model
 from completer.stats import nearest_rank as pct
 
@@ -149,7 +149,7 @@ def load_traces() -> list:
     paths = sorted((ROOT / "bench" / "traces").glob("*.jsonl"))
     if not paths:
         return []
-    from bench.trace import load
+    from lsp.trace import load
 
     return [(p.stem, load(p)) for p in paths]
 
@@ -157,7 +157,7 @@ def load_traces() -> list:
 async def trace_client(i: int, url: str, opts: dict, traces: list, until: float, res: dict) -> None:
     """Replay a trace's keystrokes with its timing (edits only: each is a didChange + inlineCompletion at the
     cursor; accept/reject/open events are skipped, i.e. the user types everything), again and again."""
-    from bench.trace import apply_edit, position_of
+    from lsp.trace import apply_edit, position_of
 
     rng = random.Random(i)
     name, trace = traces[i % len(traces)]
@@ -484,18 +484,7 @@ def plot(loads: dict, path: Path) -> None:
 
 
 def machine() -> dict:
-    import torch
-
-    return {"platform": platform.platform(), "cpu": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-
-
-def _loadavg() -> str | None:
-    try:
-        return Path("/proc/loadavg").read_text().strip()
-    except OSError:
-        return None
+    return record.machine(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
 
 
 def fmt(v) -> str:
@@ -623,7 +612,7 @@ def main(argv=None) -> None:
             opts = {**opts, **ENGINE_OPTIONS}
             desc += " with " + json.dumps(ENGINE_OPTIONS)
         r = {"command": "python -m bench.reliability " + shlex.join(argv if argv is not None else sys.argv[1:]),
-             "machine": machine(), "engine": desc, "loadavg": {"start": _loadavg()}}
+             "machine": machine(), "engine": desc, "loadavg": {"start": record.loadavg()}}
         r["fuzz"] = run_fuzz(args.long, tmp) if not args.skip_fuzz else {"inputs": 0, "per_family": {},
                                                                           "outcomes": {}, "profile": "skipped",
                                                                           "pytest": "skipped", "seconds": 0}
@@ -640,7 +629,7 @@ def main(argv=None) -> None:
         r["traces"] = [f"bench/traces/{n}.jsonl ({t.keystrokes} keystrokes)" for n, t in traces]
         r["load"] = {name: asyncio.run(run_load(opts, extra, args.clients, args.duration, tmp, mode, traces))
                      for name, mode in (first, ("continuous typing", "continuous"))}
-    r["loadavg"]["end"] = _loadavg()
+    r["loadavg"]["end"] = record.loadavg()
     plot(r["load"], out / "reliability.png")
     for load in r["load"].values():
         load["latencies_count"] = len(load.pop("latencies"))

@@ -24,15 +24,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import platform
 import shlex
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import trace as tr
-from bench.lspclient import Client, RpcError, Server
+from bench.record import loadavg as _loadavg, machine
+from lsp import trace as tr
+from lsp.client import Client, RpcError, Server
 
 HERE = Path(__file__).resolve().parent
 CONFIGS: dict[str, dict] = {
@@ -281,28 +281,6 @@ def parse_kv(items: list[str], what: str) -> dict:
         except json.JSONDecodeError:
             out[k] = v
     return out
-
-
-def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for ln in Path("/proc/cpuinfo").read_text().splitlines():
-            if ln.startswith("model name"):
-                cpu = ln.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import os
-
-    return {"cpu": cpu, "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-            "platform": platform.platform(), "python": platform.python_version()}
-
-
-def _loadavg() -> str | None:
-    try:
-        return Path("/proc/loadavg").read_text().strip()
-    except OSError:
-        return None
 
 
 def house_info(model: str | None = None) -> dict | None:

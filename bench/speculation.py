@@ -23,12 +23,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import platform
 import random
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,8 +35,14 @@ from tqdm import tqdm
 
 from completer.engine import EngineConfig, Request
 from completer.engine.config import DEFAULT_DRAFT, DEFAULT_MODEL
-from completer.engine.torch_engine import TorchEngine
+from completer.engine.torch.engine import TorchEngine
+from completer.prompt import fim_prompt
 from completer.stats import nearest_rank
+
+try:
+    from bench import record
+except ImportError:                 # run as a file (python bench/speculation.py): bench/ is on sys.path
+    import record
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -58,7 +61,7 @@ def configs(ks: list[int]) -> dict[str, dict]:
 def heldout_sources(limit_files: int, files: list[str] | None = None) -> list[tuple[str, str]]:
     """(name, text) of held-out Python files from the models helper's corpus split (or the given files)."""
     if not files:
-        from completer.models import corpus
+        from completer.training import corpus
 
         out = []
         for rel, path in corpus.iter_files("heldout"):   # deterministic order: the standard library first
@@ -104,7 +107,7 @@ def make_prompts(sources, n: int, seed: int, prefix_chars: int, suffix_chars: in
         else:
             pre, suf = prefix_chars, suffix_chars
             while True:                                  # fit the model's context (budget in tokens)
-                prompt = f"<|fim_prefix|>{before[-pre:]}<|fim_suffix|>{after[:suf]}<|fim_middle|>"
+                prompt = fim_prompt(before[-pre:], after[:suf], "qwen")
                 if count(prompt) <= budget or pre < 64:
                     break
                 pre, suf = pre * 3 // 4, suf * 3 // 4
@@ -137,15 +140,8 @@ def forward_cost(engine: TorchEngine, context: int, reps: int = 30) -> dict:
 
 
 def machine() -> dict:
-    try:
-        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        model = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?")
-    except (OSError, subprocess.SubprocessError):
-        model = platform.processor() or "?"
     import os
-    return {"cpu": model, "cores": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "load_average_1m": os.getloadavg()[0],
-            "python": platform.python_version(), "platform": platform.platform()}
+    return record.machine(torch_threads=torch.get_num_threads(), load_average_1m=os.getloadavg()[0])
 
 
 def model_provenance(spec: str) -> str:
@@ -362,12 +358,9 @@ def main(argv=None) -> int:
         from datetime import datetime, timezone
         args.out = str(RESULTS / f"speculation-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}" / "speculation")
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(res, indent=1) + "\n")
-    out.with_suffix(".md").write_text(markdown(res))
-    plot(res, out.with_suffix(".png"))
+    paths = record.write(out.parent, out.name, res, markdown(res), lambda path: plot(res, path))
     print(markdown(res))
-    print(f"wrote {out.with_suffix('.json')}, .md, .png")
+    print("wrote " + ", ".join(map(str, paths.values())))
     return 0
 
 

@@ -18,7 +18,7 @@ import collections
 import json
 from pathlib import Path
 
-from bench import trace as tr
+from lsp import trace as tr
 from bench.replay import skip_typed_by_accept
 
 HERE = Path(__file__).resolve().parent

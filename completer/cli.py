@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from . import pipeline
+from .arguments import positive_int
 from .context import SourceFile
 from .engine import EngineConfig, EngineError, create_engine
 from .engine.config import DEFAULT_MODEL, HOUSE_DRAFTS, SPECULATION
@@ -42,16 +43,6 @@ def offset_of(text: str, line: int, column: int) -> int:
         raise UsageError(f"column {column} is past the end of line {line} ({length} characters; "
                          f"the end of the line is column {length + 1})")
     return sum(len(x) + 1 for x in lines[: line - 1]) + column - 1
-
-
-def positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
 
 
 def check_model_arg(spec: str | None, flag: str) -> None:
@@ -114,13 +105,13 @@ async def complete(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "train":
-        from .models.train import main as train_main
+        from .training.train import main as train_main
         return train_main(argv[1:]) or 0
     if argv and argv[0] == "tune":
         from .tune import main as tune_main
         return tune_main(argv[1:]) or 0
     if argv and argv[0] == "train-drafter":
-        from .models.drafter import main as drafter_main
+        from .training.train_drafter import main as drafter_main
         return drafter_main(argv[1:]) or 0
     p = argparse.ArgumentParser(prog="completer", description="Code completion from the embedded engine.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -147,10 +138,10 @@ def main(argv: list[str] | None = None) -> int:
                         "model re-type the rest, see completer/healing.py)")
     c.add_argument("--seed", type=int, default=None)
     c.add_argument("--stats", action="store_true", help="print the engine counters to stderr")
-    sub.add_parser("train", help="train the house tokenizer and model pair (see completer.models.train)")
+    sub.add_parser("train", help="train the house tokenizer and model pair (see completer.training.train)")
     sub.add_parser("tune", help="measure each speculation method and k here and write the winning settings")
     sub.add_parser("train-drafter", help="train an EAGLE-3 (or, --method dflash, a DFlash) drafter for a target "
-                   "model (see completer.models.drafter)")
+                   "model (see completer.training.drafter)")
     args = p.parse_args(argv)
     try:
         return asyncio.run(complete(args))

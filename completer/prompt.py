@@ -27,6 +27,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .shipped import HOUSE_DIR
+
 TEMPLATES = ("house", "qwen", "starcoder", "codellama", "deepseek", "smollm2-fim", "plain")
 
 # The tokens that play the parts of prefix, suffix and middle in a template without FIM tokens of its own: SmolLM2's
@@ -52,6 +54,11 @@ END_TOKENS = {
 # emit another family's end token; its config's eos_token_id is added to them).
 ALL_END_TOKENS = tuple(dict.fromkeys(t for ends in END_TOKENS.values() for t in ends))
 
+# The fill-in-the-middle special tokens of the house and Qwen family (Qwen2.5-Coder's names, which the house tokenizer
+# took over): the one place they are written; the house tokenizer (completer.models.tokenizer), the training samples
+# and the benchmarks take them from here.
+FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE = "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"
+
 
 def fim_prompt(prefix: str, suffix: str, template: str, context: str = "") -> str:
     """The model prompt for a cursor between ``prefix`` and ``suffix``; ``context`` is prepended to the prefix."""
@@ -59,9 +66,9 @@ def fim_prompt(prefix: str, suffix: str, template: str, context: str = "") -> st
         context += "\n"
     before = context + prefix
     if template == "house":
-        return f"<|fim_suffix|>{suffix}<|fim_prefix|>{before}<|fim_middle|>"
+        return f"{FIM_SUFFIX}{suffix}{FIM_PREFIX}{before}{FIM_MIDDLE}"
     if template == "qwen":
-        return f"<|fim_prefix|>{before}<|fim_suffix|>{suffix}<|fim_middle|>"
+        return f"{FIM_PREFIX}{before}{FIM_SUFFIX}{suffix}{FIM_MIDDLE}"
     if template == "starcoder":
         return f"<fim_prefix>{before}<fim_suffix>{suffix}<fim_middle>"
     if template == "codellama":
@@ -112,7 +119,6 @@ def template_for_model(model_folder) -> str:
         except (OSError, ValueError):
             config = {}
     tokens = _special_tokens(folder)
-    from completer.models import HOUSE_DIR
     try:
         is_house = folder.resolve().parent == HOUSE_DIR.resolve()
     except OSError:
@@ -121,9 +127,9 @@ def template_for_model(model_folder) -> str:
         return config["completer_template"]
     if is_house or config.get("completer_house"):
         return "house"
-    if "<|fim_prefix|>" in tokens and str(config.get("model_type", "")).lower() == "llama":
+    if FIM_PREFIX in tokens and str(config.get("model_type", "")).lower() == "llama":
         return "house"          # Qwen's FIM token names on a Llama model: ours, trained or copied elsewhere
-    if "<|fim_prefix|>" in tokens:
+    if FIM_PREFIX in tokens:
         return "qwen"
     if "<fim_prefix>" in tokens:
         return "starcoder"

@@ -251,13 +251,13 @@ def sample_requests(args, folder, tokenizer, shape: str = "editor", rounds: int 
             raise SystemExit(f"completer tune: no prompts in {args.prompts}")
         out = [Request("p", p, max_new_tokens=args.max_new_tokens or 48) for p in out]
     else:
-        from .models import corpus
+        from .training import corpus
 
         texts = (t for _, t in corpus.iter_texts("heldout", 20_000_000))
         if shape == "editor":
             out = editor_requests(texts, folder, tokenizer, n, seed=1234, max_tokens=args.max_new_tokens or 64)
         else:
-            from .models.drafter import _fim_prompts
+            from .training.drafter import _fim_prompts
 
             out = [Request("p", p, max_new_tokens=args.max_new_tokens or 48)
                    for p in _fim_prompts(tokenizer, texts, n, random.Random(1234), 900)]

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 from urllib.parse import parse_qs, urlsplit
 
-from completer.cli import positive_int
+from completer.arguments import positive_int
 
 log = logging.getLogger(__name__)
 

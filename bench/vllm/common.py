@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from bench import record
 from completer.engine import Request
 from completer.engine.base import with_acceptance
+from completer.stats import nearest_rank
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,16 +52,9 @@ async def timed(engine, request: Request) -> dict:
     return {"ttft_s": ttft, "latency_s": lat, "tokens": len(ids), "ids": ids, "text": text, "finish": reason}
 
 
-def pct(xs, q: float):
-    xs = sorted(x for x in xs if x is not None)
-    if not xs:
-        return None
-    return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
-
-
 def summary(xs) -> dict:
     xs = [x for x in xs if x is not None]
-    return {"median": statistics.median(xs) if xs else None, "p95": pct(xs, 0.95), "n": len(xs)}
+    return {"median": statistics.median(xs) if xs else None, "p95": nearest_rank(xs, 95), "n": len(xs)}
 
 
 def counters_delta(after: dict, before: dict) -> dict:
@@ -80,21 +74,21 @@ def counters_delta(after: dict, before: dict) -> dict:
 
 
 def machine() -> dict:
-    info = {"python": sys.version.split()[0], "platform": platform.platform(), "argv": sys.argv}
+    """The machine (bench.record's, with the GPU and the vLLM version) and the command line."""
+    extra = {"argv": sys.argv}
     try:
-        info["gpu"] = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
-                                      "--format=csv,noheader"], capture_output=True, text=True,
-                                     timeout=20).stdout.strip()
+        extra["gpu"] = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
+                                       "--format=csv,noheader"], capture_output=True, text=True,
+                                      timeout=20).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        info["gpu"] = None
+        extra["gpu"] = None
     try:
-        import torch
         import vllm
 
-        info["torch"], info["vllm"] = torch.__version__, vllm.__version__
+        extra["vllm"] = vllm.__version__
     except ImportError:
         pass
-    return info
+    return record.machine(**extra)
 
 
 def write_json(out: Path, name: str, data: dict) -> Path:

@@ -30,7 +30,7 @@ fi
 # suffix decoding's tree for vLLM's method "suffix" (arctic-inference, built here by bench/vllm/arctic_suffix.sh)
 if [ -d .whl/site ] && [ -d /tmp/extra-site ]; then cp -r .whl/site/. /tmp/extra-site/; fi
 [ -d /tmp/extra-site ] && export PYTHONPATH=$PYTHONPATH:/tmp/extra-site
-DRAFTER=(python3 -c "import sys; from completer.models.drafter import main; sys.exit(main(sys.argv[1:]))")
+DRAFTER=(python3 -c "import sys; from completer.training.drafter import main; sys.exit(main(sys.argv[1:]))")
 TUNE=(python3 -c "import sys; from completer.tune import main; sys.exit(main(sys.argv[1:]))")
 needs_vllm() { [ "$staged" = 0 ] || { echo "$1: the vLLM bundle is not complete yet (carry the remaining parts)"; return 1; }; }
 for part in "$@"; do

@@ -151,7 +151,7 @@ async def concurrent_steps(engine, rng, v: int, n: int, reps: int, tokens: int, 
 def start_engine(args, folder: Path, quant: str | None, capture_sizes=(), **speculation) -> "VLLMEngine":
     """A vLLM engine on the dummy-weight model in ``folder`` (bf16, or ``quant``), with the given speculation
     settings; ``capture_sizes`` adds CUDA-graph batch sizes (the concurrency runs)."""
-    from completer.engine.vllm_engine import VLLMEngine
+    from completer.engine.vllm.engine import VLLMEngine
 
     overrides = engine_overrides(max_model_len=8192)
     if capture_sizes:
@@ -218,7 +218,7 @@ def write_drafter(folder: Path, shape: dict, draft_vocab: int = 32000) -> Path:
     vocabularies use); random weights come from load_format=dummy."""
     from types import SimpleNamespace
 
-    from completer.models.drafter import DrafterConfig
+    from completer.training.drafter import DrafterConfig
 
     t = SimpleNamespace(**shape, head_dim=shape["hidden_size"] // shape["num_attention_heads"], rms_norm_eps=1e-6,
                         rope_theta=1000000.0, max_position_embeddings=32768)

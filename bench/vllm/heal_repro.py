@@ -48,7 +48,7 @@ async def main() -> None:
     from completer import healing
     from completer.engine import EngineConfig
     from completer.engine.base import Request
-    from completer.engine.vllm_engine import VLLMEngine
+    from completer.engine.vllm.engine import VLLMEngine
 
     res: dict = {"model": args.model}
     t0 = time.perf_counter()

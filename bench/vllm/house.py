@@ -32,7 +32,8 @@ from common import base_parser, counters_delta, engine_overrides, machine, summa
 from tqdm import tqdm  # noqa: E402
 
 from completer.engine import EngineConfig, Request  # noqa: E402
-from completer.engine.vllm_engine import VLLMEngine  # noqa: E402
+from completer.engine.vllm.engine import VLLMEngine  # noqa: E402
+from completer.prompt import FIM_PREFIX, FIM_SUFFIX  # noqa: E402
 
 PROMPTS = Path(__file__).resolve().parent / "prompts.json"
 
@@ -75,8 +76,8 @@ async def run_config(args, name: str, cfg: dict, prompts: list[str], warmup: lis
             for i, p in enumerate(prompts[: args.ttft_prompts]):
                 # a never-seen prefix (unique first line), then the same prompt with characters typed at the cursor
                 # (PSM: the prompt up to <|fim_suffix|> is shared, so its full KV blocks come from the cache)
-                body = p.replace("<|fim_prefix|>", f"<|fim_prefix|># session {i} {time.time_ns()}\n", 1)
-                pre, sep, post = body.partition("<|fim_suffix|>")
+                body = p.replace(FIM_PREFIX, f"{FIM_PREFIX}# session {i} {time.time_ns()}\n", 1)
+                pre, sep, post = body.partition(FIM_SUFFIX)
                 cold_prompt, warm_prompt = body, pre + "x = 1" + sep + post
                 b = engine.counters()["cached_prompt_tokens"]
                 cold = await timed(engine, Request(f"cold{i}", cold_prompt, max_new_tokens=1))

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parent)]
 
-from bench import trace as tr  # noqa: E402
+from lsp import trace as tr  # noqa: E402
 from completer.context import SourceFile  # noqa: E402
 from completer.engine import Request  # noqa: E402
 from completer.pipeline import Settings, plan  # noqa: E402
@@ -172,7 +172,7 @@ def make_engine(args):
     if config.backend != "vllm":
         return create_engine(config)
     from common import engine_overrides
-    from completer.engine.vllm_engine import VLLMEngine
+    from completer.engine.vllm.engine import VLLMEngine
 
     return VLLMEngine(config, **engine_overrides(max_model_len=4096))
 

@@ -53,10 +53,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 
-from bench.lspclient import Server, inline_params  # noqa: E402
+from lsp.client import Server, inline_params  # noqa: E402
 from completer.stats import nearest_rank  # noqa: E402
 
-# vLLM logs to stdout by default, which a websocket server started by bench.lspclient.Server discards: send it to
+# vLLM logs to stdout by default, which a websocket server started by lsp.client.Server discards: send it to
 # stderr (the server log) so that an engine-core failure's traceback is kept (2026-12-03b lost it)
 os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
 MODELS = Path("/tmp/completer-dummy-models")

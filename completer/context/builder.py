@@ -6,7 +6,6 @@ import bisect
 import functools
 import logging
 import re
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -31,22 +30,6 @@ MAX_OTHERS = 16
 LINE_MODE_MAX_TOKENS = 48
 # languages whose definitions can be used from one another (other open documents of another family are skipped)
 FAMILY = {"c": "c", "cpp": "c", "javascript": "js", "typescript": "js", "tsx": "js"}
-
-
-_LINE_COUNTS: "OrderedDict[tuple[object, str], int]" = OrderedDict()   # token counts of context lines
-_LINE_COUNTS_MAX = 4096
-
-
-def _line_count(count: Callable[[str], int], key: object, line: str) -> int:
-    """Token count of one short context line, remembered: the same lines come back on every keystroke."""
-    k = (key, line)
-    n = _LINE_COUNTS.get(k)
-    if n is None:
-        n = count(line)
-        _LINE_COUNTS[k] = n
-        if len(_LINE_COUNTS) > _LINE_COUNTS_MAX:
-            _LINE_COUNTS.popitem(last=False)
-    return n
 
 
 def _clamp(offset, n: int) -> int:
@@ -302,17 +285,18 @@ def _candidates(ol, doc: SourceFile, others: Sequence[SourceFile], language: str
     return cands
 
 
-def _choose(cands: list[Candidate], budget: int, count, count_tokens, comment: str) -> list[Candidate]:
+def _choose(cands: list[Candidate], budget: int, count, comment: str) -> list[Candidate]:
     """The candidates that fit ``budget`` by per-line token estimates: greedy within a class; once an item of one
-    class does not fit, no item of a lower class is taken."""
+    class does not fit, no item of a lower class is taken. ``count`` remembers each line's count (``_safe_counter``):
+    the same lines come back on every keystroke."""
     chosen: list[Candidate] = []
     used = 0
     failed_class = None
     for cand in cands:
         if failed_class is not None and cand.priority > failed_class:
             break
-        cost = sum(_line_count(count, count_tokens, f"{comment} {l}\n") for l in cand.line.split("\n"))
-        cost += _line_count(count, count_tokens, f"{comment} from {display_name(cand.source)}:\n")
+        cost = sum(count(f"{comment} {l}\n") for l in cand.line.split("\n"))
+        cost += count(f"{comment} from {display_name(cand.source)}:\n")
         if used + cost <= budget:
             chosen.append(cand)
             used += cost
@@ -422,7 +406,7 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
     comment, this = comment_prefix(language), doc.uri
     chosen: list[Candidate] = []
     if ol is not None and ctx_budget > 0:
-        chosen = _choose(_candidates(ol, doc, others, language, near_line), ctx_budget, count, count_tokens,
+        chosen = _choose(_candidates(ol, doc, others, language, near_line), ctx_budget, count,
                          comment)
     marker = language != "text"
     chosen, context = _shrink_to_budget(chosen, ctx_budget, count, this, comment, marker)

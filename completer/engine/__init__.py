@@ -12,11 +12,11 @@ def create_engine(config: EngineConfig) -> Engine:
     """Build the backend ``config.backend`` names (imports are lazy: vLLM is an optional extra). Each backend
     resolves ``speculation="auto"`` to the setting measured for these models here (``choice.resolve``)."""
     if config.backend == "torch":
-        from .torch_engine import TorchEngine
+        from .torch.engine import TorchEngine
 
         return TorchEngine(config)
     if config.backend == "vllm":
-        from .vllm_engine import VLLMEngine
+        from .vllm.engine import VLLMEngine
 
         return VLLMEngine(config)
     raise ValueError(f"unknown backend {config.backend!r}")

@@ -28,6 +28,9 @@ DEFAULT_DRAFT = "house:v2/draft"
 # hidden states: completer/models/house/eagle3/ and v2/eagle3/, `completer train-drafter`)
 HOUSE_DRAFTS = {"house:target": "house:draft", "house:v2/target": "house:v2/draft"}
 HOUSE_DRAFTERS = {"house:target": "house:eagle3", "house:v2/target": "house:v2/eagle3"}
+# vLLM 0.26's quantization methods a dense Llama/Qwen2 target or draft can use (vllm/model_executor/layers/quantization)
+VLLM_QUANTIZATION = ("fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "bitsandbytes",
+                     "gguf", "modelopt", "fbgemm_fp8", "experts_int8")
 
 
 def own_drafter(model: str) -> str | None:
@@ -66,7 +69,7 @@ class EngineConfig:
     threads: int = 0                          # most CPU threads a model step may use (0 = every core)
     batch_decode: bool = True                 # concurrent requests stepped in shared forwards (decode, drafts, verification)
     adaptive_threads: bool = True             # per phase (prompt / decode step) use 1 or `threads`, whichever
-                                              # measures faster while serving (completer/engine/threads.py)
+                                              # measures faster while serving (completer/engine/torch/threads.py)
     quantization: str | None = None           # torch: None = float weights, with decode/verification steps
                                               # reading them stored in fp16 on an x86 CPU (same products for a
                                               # 16-bit checkpoint); "none" = plain float32 matmuls everywhere;
@@ -109,7 +112,6 @@ class EngineConfig:
             if self.device not in ("auto", "cuda"):
                 raise ValueError(f"device={self.device!r}: the vLLM backend runs on the CUDA GPUs that "
                                  f"CUDA_VISIBLE_DEVICES shows; use 'auto' (or 'cuda')")
-            from .vllm_engine import VLLM_QUANTIZATION  # the module imports vLLM only when an engine is built
             for setting in ("quantization", "draft_quantization"):
                 method = getattr(self, setting)
                 if method not in (None, "none") and method not in VLLM_QUANTIZATION:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-HOUSE_DIR = Path(__file__).parent / "house"
+from ..shipped import HOUSE_DIR
 
 
 def _unpacked(folder: Path) -> Path:
@@ -25,7 +25,7 @@ def _unpacked(folder: Path) -> Path:
     if '"completer_quant"' not in text:
         return folder
     from . import quant
-    return quant.materialise(folder) if quant.is_packed(folder) else folder
+    return quant.materialise(folder, resolve=resolve_model) if quant.is_packed(folder) else folder
 
 
 def resolve_model(spec: str) -> Path:

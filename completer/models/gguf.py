@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .llama import ModelConfig, LlamaForCausalLM
+from ..prompt import FIM_PREFIX
+from .config import ModelConfig
 
 # llama.cpp's pre-tokenizer regexes (llama-vocab.cpp) by ``tokenizer.ggml.pre``; None = GPT-2's own (ByteLevel).
 _GPT2 = None
@@ -47,7 +48,7 @@ PRE_TOKENIZERS = {
     "codeshell": _DIGITS_THEN_GPT2, "command-r": _DIGITS_THEN_GPT2,
 }
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2"}       # GGUF general.architecture -> llama.py model_type
-FIM_MARKERS = ("<|fim_prefix|>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>")
+FIM_MARKERS = (FIM_PREFIX, "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>")
 TOKEN_CONTROL, TOKEN_USER_DEFINED = 3, 4                   # tokenizer.ggml.token_type values
 
 
@@ -261,12 +262,6 @@ def _write_folder(tmp: Path, path: Path, reader, meta: dict, config: ModelConfig
         "add_bos_token": bool(meta.get("tokenizer.ggml.add_bos_token")), "add_eos_token": False,
         "clean_up_tokenization_spaces": False}, indent=2) + "\n")
     (tmp / "model.gguf").symlink_to(path.resolve())
-
-
-def load_model(path: str | Path, device: str | torch.device = "cpu",
-               dtype: torch.dtype = torch.float32) -> LlamaForCausalLM:
-    """The GGUF file as a ready ``LlamaForCausalLM`` (through its cached folder)."""
-    return LlamaForCausalLM.from_pretrained(materialise(path), device=device, dtype=dtype)
 
 
 def smollm2_path() -> Path | None:

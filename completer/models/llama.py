@@ -12,69 +12,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2"}
-
-
-@dataclass
-class ModelConfig:
-    vocab_size: int = 8192
-    hidden_size: int = 256
-    intermediate_size: int = 688
-    num_hidden_layers: int = 8
-    num_attention_heads: int = 8
-    num_key_value_heads: int = 4
-    head_dim: int | None = None
-    max_position_embeddings: int = 2048
-    rms_norm_eps: float = 1e-5
-    rope_theta: float = 10000.0
-    tie_word_embeddings: bool = True
-    attention_bias: bool = False          # Qwen2: True (q/k/v only)
-    model_type: str = "llama"
-    bos_token_id: int | None = None
-    eos_token_id: int | list[int] | None = None
-
-    def __post_init__(self) -> None:
-        if self.head_dim is None:
-            self.head_dim = self.hidden_size // self.num_attention_heads
-        if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
-
-    @classmethod
-    def from_hf(cls, d: dict) -> "ModelConfig":
-        arch = (d.get("architectures") or ["LlamaForCausalLM"])[0]
-        if arch not in ARCHITECTURES:
-            raise ValueError(f"unsupported architecture {arch!r}; supported: {', '.join(ARCHITECTURES)}")
-        scaling = d.get("rope_scaling")
-        if scaling and scaling.get("rope_type", scaling.get("type")) not in (None, "default"):
-            raise ValueError(f"unsupported rope_scaling {scaling!r}")
-        known = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in known}
-        kw["model_type"] = ARCHITECTURES[arch]
-        if kw["model_type"] == "qwen2":
-            kw["attention_bias"] = True
-        kw.setdefault("num_key_value_heads", d.get("num_attention_heads", cls.num_attention_heads))
-        if "rope_theta" not in kw and isinstance(d.get("rope_parameters"), dict):
-            kw["rope_theta"] = d["rope_parameters"].get("rope_theta", cls.rope_theta)
-        return cls(**kw)
-
-    def to_hf(self) -> dict:
-        d = asdict(self)
-        arch = {v: k for k, v in ARCHITECTURES.items()}[self.model_type]
-        d.update(architectures=[arch], hidden_act="silu", torch_dtype="float32", attention_dropout=0.0,
-                 initializer_range=0.02, use_cache=True, rope_scaling=None)
-        if self.model_type == "qwen2":
-            d.pop("attention_bias")
-            d.update(use_sliding_window=False, sliding_window=None, max_window_layers=self.num_hidden_layers)
-        else:
-            d.update(mlp_bias=False, pretraining_tp=1)
-        return d
+from .config import ModelConfig
 
 
 class KVCache:
@@ -152,7 +97,7 @@ class PackedLinear:
 
     "fp16": weights stored in half precision, multiplied in float32: half the bytes of float32 and, for a
     checkpoint saved in 16-bit (the house pair: bfloat16, all but ~0.01% of its values exactly representable),
-    the same products. The matmul is the engine's own kernel (completer/engine/kernels.py: ~1.5x the bandwidth of
+    the same products. The matmul is the engine's own kernel (completer/models/kernels.py: ~1.5x the bandwidth of
     FBGEMM's at one token) when it builds on this machine, else torch's FBGEMM op. "int8": int8 weights with one scale per output row, activations in bfloat16 (a quarter of
     the bytes; changes the output slightly, so it is opt-in and its held-out quality is measured). Each row of the
     input is computed independently, so a one-token decode and a (k+1)-token verification agree, which lossless
@@ -167,7 +112,7 @@ class PackedLinear:
         b = None if bias is None else bias.detach().float().contiguous()
         self._kernels = None
         if kind == "fp16":
-            from completer.engine import kernels   # here: completer.engine imports this module
+            from completer.models import kernels   # here: completer.engine imports this module
             self._kernels = kernels.ops()
             if self._kernels is not None:
                 self._packed, self._bias = self._kernels.pack_f16(w), b
@@ -248,7 +193,7 @@ class Attention(nn.Module):
         H, Hkv, D = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         if (step.packed and cache is not None and B == 1 and D % 16 == 0
                 and self.packed[0]._kernels):
-            # rotary, the cache write and the attention in one kernel (completer/engine/matvec.cpp: attend)
+            # rotary, the cache write and the attention in one kernel (completer/models/matvec.cpp: attend)
             qkv = self.packed[0](x, norm=norm)
             return self.packed[0]._kernels.attend(qkv, step.cos, step.sin, cache.k[layer, 0], cache.v[layer, 0],
                                                   step.start, H, Hkv).view(B, T, H * D)

@@ -119,12 +119,14 @@ def dequantised_state(folder: str | Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def materialise(folder: str | Path, root: str | Path | None = None) -> Path:
-    """The ordinary model folder (float32 ``model.safetensors``) for packed ``folder``, made once in the cache."""
+def materialise(folder: str | Path, root: str | Path | None = None, resolve=None) -> Path:
+    """The ordinary model folder (float32 ``model.safetensors``) for packed ``folder``, made once in the cache.
+    ``resolve`` turns a model spec into a folder (``completer.models.resolve_model``, which calls this: passed in
+    rather than imported, so the two modules do not import each other) for a ``tokenizer_from`` that names one."""
     from .gguf import building, cache_root
 
     folder = Path(folder)
-    tokenizer = _tokenizer_source(folder)          # resolved first: a missing target is an error, not a half folder
+    tokenizer = _tokenizer_source(folder, resolve)          # resolved first: a missing target is an error, not a half folder
     h = hashlib.sha1((folder / QUANT_FILE).read_bytes())
     if tokenizer is not None and not tokenizer.resolve().is_relative_to(folder.parent.resolve()):
         h.update(str(tokenizer.resolve()).encode())   # another model's tokenizer (its cache folder names its version)
@@ -137,15 +139,17 @@ def materialise(folder: str | Path, root: str | Path | None = None) -> Path:
     return out
 
 
-def _tokenizer_source(folder: Path) -> Path | None:
+def _tokenizer_source(folder: Path, resolve=None) -> Path | None:
     """Where packed ``folder`` takes its tokenizer files from (``tokenizer_from``): a folder relative to it, or the
     folder of a model spec (``gguf:smollm2``: FileNotFoundError naming the package when it is not installed)."""
     shared = json.loads((folder / "config.json").read_text())[KEY].get("tokenizer_from")
     if not shared:
         return None
     if ":" in shared:
-        from . import resolve_model
-        return resolve_model(shared)
+        if resolve is None:
+            raise FileNotFoundError(f"{folder} takes its tokenizer from {shared!r}: resolve it with "
+                                    f"completer.models.resolve_model")
+        return resolve(shared)
     return folder / shared
 
 

@@ -3,14 +3,14 @@
     python -m completer.training.fim_lora --base gguf:smollm2 --corpus CORPUS/train.jsonl.xz \\
         --heldout CORPUS/heldout.jsonl.xz --rank 16 --minutes 8 --out runs/smollm2-fim
 
-Objective: the house models' (``completer.models.fim``): each chunk of a file becomes prefix-suffix-middle (0.5),
+Objective: the house models' (``completer.training.fim``): each chunk of a file becomes prefix-suffix-middle (0.5),
 suffix-prefix-middle (0.4) or plain left-to-right (0.1) text, cross-entropy on every token. SmolLM2's tokenizer has
 no FIM tokens, so three of its own special tokens play their parts (``completer.prompt.FIM_TOKENS``, template
 ``smollm2-fim``); their three embedding rows are trained in full (the embedding is tied to the LM head).
 
 What is trained: a LoRA of rank ``--rank`` on every linear layer of every block (q, k, v, o, gate, up, down; the
 base stays frozen, float32 as dequantised from the GGUF, so the delta is exact against the base users load) and
-those three rows. Progress bar with ETA, a time-based cosine schedule (``completer.models.train.lr_at``), and
+those three rows. Progress bar with ETA, a time-based cosine schedule (``completer.training.train.lr_at``), and
 ``--checkpoint-minutes`` saves, as ``completer train``. The output folder is what ships
 (``completer/models/house/smollm2/fim/``): ``config.json`` (``completer_delta``: the base spec and the template),
 ``model.delta`` (fp16 LoRA factors + fp32 embedding rows, ``completer.models.delta``), ``probe.safetensors`` (token ids
@@ -38,9 +38,9 @@ from tqdm import tqdm
 
 from completer.models import resolve_model
 from completer.models.delta import DELTA_FILE
-from completer.models.fim import encode_samples, pack
+from completer.training.fim import encode_samples, pack
 from completer.models.llama import LlamaForCausalLM, ModelConfig
-from completer.models.train import lr_at
+from completer.training.train import lr_at
 from completer.prompt import FIM_TOKENS
 
 TEMPLATE = "smollm2-fim"
@@ -174,7 +174,7 @@ def heldout_loss(model, data: dict[str, torch.Tensor], device, batch: int = 8) -
 
 def read_texts(archives: list[str], max_bytes: int, seed: int) -> list[tuple[str, str]]:
     """(language, text) from each archive, languages interleaved in the archive's order, up to ``max_bytes``."""
-    from completer.models.corpus import read_archive
+    from completer.training.corpus import read_archive
     out = []
     for a in archives:
         try:
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     held: dict[str, torch.Tensor] = {}
     if args.heldout:
-        from completer.models.corpus import read_archive
+        from completer.training.corpus import read_archive
         per: dict[str, list[str]] = {}
         for _, lang, text in read_archive(args.heldout):
             if sum(map(len, per.get(lang, []))) < args.heldout_windows * args.seq_len * 4:

@@ -4,7 +4,7 @@ deduplicated and split by package.
     python -m completer.training.package_corpus build ROOT OUT
 
 reads ``ROOT/pkgs/<kind>/<name>/`` and writes ``OUT/train.jsonl.xz`` and ``OUT/heldout.jsonl.xz`` (JSON lines
-``{"path", "language", "text", "package", "licence"}``, the format of ``completer.models.corpus.write_archive`` plus
+``{"path", "language", "text", "package", "licence"}``, the format of ``completer.training.corpus.write_archive`` plus
 two keys, so every reader of that format reads these), ``OUT/files.jsonl.xz`` (one line per file considered: package,
 licence, language, bytes, sha1, and what happened to it) and ``OUT/corpus_meta.json`` (sizes per language, licence and
 split, packages, and each filter's counts), whose summary is committed as ``corpus_large_manifest.json``.
@@ -331,7 +331,7 @@ def iter_package_files(folder: Path):
 
 def eval_signatures() -> tuple[set[str], NearDupIndex]:
     """Exact digests and a near-dup index of bench/quality's eval files."""
-    from completer.models.corpus import QUALITY_MANIFEST, quality_eval_files
+    from completer.training.corpus import QUALITY_MANIFEST, quality_eval_files
     paths, digests = quality_eval_files()
     index = NearDupIndex()
     norm = set()

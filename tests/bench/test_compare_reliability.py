@@ -1,8 +1,6 @@
 import json
 
-import pytest
-
-from bench import compare_reliability
+from tests.helpers.programs import run_program
 
 
 def _run(root, name, over_1s, p95, answered):
@@ -25,7 +23,7 @@ def test_medians_per_tree_and_the_runs_with_nothing_over_a_second(tmp_path):
     _run(root, "base-50clients-run3", 5, 200.0, 70)
     _run(root, "new-50clients-run1", 0, 90.0, 90)
     (root / "notes").mkdir()                                   # not a run folder: ignored
-    assert compare_reliability.main([str(root), str(tmp_path / "out")]) == 0
+    run_program("bench.compare_reliability", root, tmp_path / "out")
     runs = json.loads((tmp_path / "out" / "runs.json").read_text())
     assert sorted((r["tree"], r["run"]) for r in runs) == [("base", 1), ("base", 2), ("base", 3), ("new", 1)]
     medians = (tmp_path / "out" / "summary.md").read_text().split("Medians over the runs:")[1]
@@ -35,7 +33,7 @@ def test_medians_per_tree_and_the_runs_with_nothing_over_a_second(tmp_path):
     assert (tmp_path / "out" / "reliability.png").stat().st_size > 0
 
 
-def test_no_runs_is_a_clear_error(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        compare_reliability.main([str(tmp_path), str(tmp_path / "out")])
-    assert "no {base|new}-{N}clients-run{R}/reliability.json" in capsys.readouterr().err
+def test_no_runs_is_a_clear_error(tmp_path):
+    proc = run_program("bench.compare_reliability", tmp_path, tmp_path / "out", check=False)
+    assert proc.returncode != 0
+    assert "no {base|new}-{N}clients-run{R}/reliability.json" in proc.stderr

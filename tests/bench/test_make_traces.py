@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from bench import make_traces as mt
-from bench import trace as tr
+from lsp import trace as tr
 
 TRACES = Path(__file__).resolve().parents[2] / "bench" / "traces"
 SOURCE = (Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py").read_text()

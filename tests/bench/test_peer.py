@@ -1,43 +1,16 @@
-"""bench/peer.py and bench/gguf_write.py: the GGUF written for llama.cpp holds the model's own weights and
-config (read back with the project's GGUF loader), and the side-by-side benchmark runs end to end (tiny pair,
-torch rows only: llama.cpp is an optional extra that CI does not build)."""
-
-from __future__ import annotations
+"""bench/peer.py (run as a program): the side-by-side benchmark runs end to end (tiny pair, torch rows only:
+llama.cpp is an optional extra that CI does not build)."""
 
 import json
 
-import pytest
-import torch
-
-from bench import peer
-from bench.gguf_write import write_gguf
-from completer.models.llama import LlamaForCausalLM
-
-
-@pytest.mark.parametrize("qtype,tol", [("f32", 0.0), ("q8_0", 0.02)])
-def test_gguf_written_for_llama_cpp_reads_back_as_the_same_model(tiny_pair, tmp_path, qtype, tol):
-    pytest.importorskip("gguf")
-    from completer.models.gguf import _reader, config_from_gguf, read_state_dict
-
-    target = tiny_pair[0]
-    path = write_gguf(target, tmp_path / f"t-{qtype}.gguf", qtype)
-    model = LlamaForCausalLM.from_pretrained(target)
-    cfg = config_from_gguf(_reader(path))
-    for f in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-              "num_key_value_heads", "head_dim", "rope_theta", "tie_word_embeddings"):
-        assert getattr(cfg, f) == getattr(model.config, f), f
-    state = read_state_dict(path, cfg)                       # un-permutes q/k: the writer's permutation inverted
-    for name, p in model.state_dict().items():
-        if name == "lm_head.weight" and model.config.tie_word_embeddings:
-            continue
-        torch.testing.assert_close(state[name], p.float(), atol=tol * float(p.abs().max()), rtol=0)
+from tests.helpers.programs import run_program
 
 
 def test_peer_bench_torch_only_small_run(tiny_pair, tmp_path):
     out = tmp_path / "peer"
-    assert peer.main(["--model", str(tiny_pair[0]), "--draft", str(tiny_pair[1]), "--prompts", "1", "--repeats",
-                      "1", "--threads", "1", "--max-new", "6", "--budget", "300", "--torch-configs", "none,ngram",
-                      "--llama-configs", "", "--out", str(out)]) == 0
+    run_program("bench.peer", "--model", tiny_pair[0], "--draft", tiny_pair[1], "--prompts", "1", "--repeats", "1",
+                "--threads", "1", "--max-new", "6", "--budget", "300", "--torch-configs", "none,ngram",
+                "--llama-configs", "", "--out", out)
     res = json.loads((out / "peer.json").read_text())
     cells = {(r["mode"], r["config"]) for r in res["summary"]}
     assert cells == {(m, c) for m in ("cold", "warm") for c in ("none", "ngram")}

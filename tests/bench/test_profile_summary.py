@@ -1,8 +1,9 @@
-"""bench.vllm.profile_summary: a py-spy raw profile split per engine core, named from the run's log."""
+"""bench/vllm/profile_summary.py (run as a program): a py-spy raw profile split per engine core, named from the
+run's log."""
 
 import lzma
 
-from bench.vllm.profile_summary import engine_names, main, read_stacks, summarise
+from tests.helpers.programs import run_program
 
 RAW = """\
 process 10:"python";main (t.py:1);run (t.py:2) 5
@@ -23,22 +24,17 @@ speculative_config=None, tokenizer='m'
 def test_stacks_are_split_per_engine_core_and_named_by_configuration(tmp_path):
     raw = tmp_path / "p.txt.xz"
     raw.write_bytes(lzma.compress(RAW.encode()))
-    stacks = read_stacks(raw)
-    assert engine_names(LOG) == {"11": "eagle3 k=2", "12": "none"}
-    s = summarise(stacks, "11", depth=1)
-    assert s["samples"] == 10                                   # idle waiting (Queue.get) is not under the step
-    assert s["paths"] == [("execute_model", 7), ("sample_tokens", 3)]      # line numbers merged
-    assert s["running"][0] == ("forward (m.py)", 7)
-    assert summarise(stacks, "12")["samples"] == 4 and summarise(stacks, "10")["samples"] == 0
-    out = tmp_path / "profile.md"
     log = tmp_path / "run.log"
     log.write_text(LOG)
-    assert main([str(raw), "--log", str(log), "--rate", "250", "--out", str(out)]) == 0
+    out = tmp_path / "profile.md"
+    run_program("bench.vllm.profile_summary", raw, "--log", log, "--depth", "1", "--rate", "250", "--out", out)
     text = out.read_text()
-    assert "## eagle3 k=2 (engine core pid 11): 10 samples (0.0 s at 250 Hz)" in text and "## none" in text
-    try:
-        main([str(raw), "--log", str(log), "--out", str(out)])
-    except SystemExit as e:
-        assert "not overwriting" in str(e)
-    else:
-        raise AssertionError("overwrote a committed result")
+    eagle, none = text.split("## eagle3 k=2")[1].split("## none")
+    # idle waiting (Queue.get) is not under the step: 6 + 3 + 1 samples of pid 11; pid 10 (no engine core) is left out
+    assert eagle.startswith(" (engine core pid 11): 10 samples (0.0 s at 250 Hz)")
+    assert "| 70.0% | execute_model |\n| 30.0% | sample_tokens |" in eagle            # line numbers merged
+    assert "| 70.0% | forward (m.py) |" in eagle
+    assert none.startswith(" (engine core pid 12): 4 samples") and "pid 10" not in text
+    again = run_program("bench.vllm.profile_summary", raw, "--log", log, "--out", out, check=False)
+    assert again.returncode != 0 and "not overwriting" in again.stderr      # never overwrites a committed result
+    assert out.read_text() == text

@@ -105,7 +105,7 @@ def test_shipped_manifest_is_well_formed():
     for e in data["files"]:
         assert e["root"] in ("stdlib", "abs") and len(e["sha1"]) == 40 and e["source"]
         if e["language"] == "python":                   # never in the house training split
-            from completer.models.corpus import is_heldout
+            from completer.training.corpus import is_heldout
             assert is_heldout(e["path"])
 
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from bench import replay
-from bench import trace as tr
+from lsp import trace as tr
 
 URI = "file:///bench/t.py"
 TEXT = "def add(a, b):\n    \n\nprint(add(1, 2))\n"

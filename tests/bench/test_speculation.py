@@ -4,15 +4,15 @@ import json
 import sysconfig
 from pathlib import Path
 
-from bench import speculation as bench
+from tests.helpers.programs import run_program
 
 
 def test_speculation_bench_small_run(tiny_pair, tmp_path):
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     files = [str(stdlib / n) for n in ("textwrap.py", "bisect.py", "heapq.py", "fnmatch.py", "shlex.py")]
     out = tmp_path / "spec"
-    assert bench.main(["--model", str(tiny_pair[0]), "--draft", str(tiny_pair[1]), "--prompts", "2", "--repeats",
-                       "1", "--max-tokens", "8", "--ks", "1", "3", "--files", *files, "--out", str(out)]) == 0
+    run_program("bench.speculation", "--model", tiny_pair[0], "--draft", tiny_pair[1], "--prompts", "2", "--repeats",
+                "1", "--max-tokens", "8", "--ks", "1", "3", "--files", *files, "--out", out)
     res = json.loads(out.with_suffix(".json").read_text())
     names = [r["config"] for r in res["rows"]]
     assert names[:3] == ["none", "draft k=1", "draft k=3"] and "ngram k=4" in names and "draft adaptive" in names

@@ -115,7 +115,7 @@ def _trace_document(name: str, line_end: str) -> tuple[str, int]:
     ``line_end``, as ``bench.replay`` sends it."""
     from pathlib import Path
 
-    from bench import trace as tr
+    from lsp import trace as tr
     t = tr.load(Path(__file__).parents[2] / "bench" / "traces" / f"{name}.jsonl")
     text = t.header.text
     for ev in t.events:

@@ -10,7 +10,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from bench.lspclient import server_command
+from lsp.client import server_command
 from tests.helpers.pygls_session import init_params, wait_engine_ready
 
 SERVER = server_command("stdio")

@@ -4,7 +4,7 @@ refused with the engine's own limit in the message, the engine is not restarted,
 
 from __future__ import annotations
 
-from bench.lspclient import Server, inline_params
+from lsp.client import Server, inline_params
 
 
 async def test_a_prompt_over_the_models_context_is_refused_without_a_restart(tiny_options, tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.lspclient import Client, Server
+from lsp.client import Client, Server
 from tests.helpers.tiny_models import house_v1_options
 
 URI = "file:///w/positions.py"

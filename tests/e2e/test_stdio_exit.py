@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bench.lspclient import Client, Server
+from lsp.client import Client, Server
 
 PY = "import os\n\n\ndef main():\n    "
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.lspclient import Server
+from lsp.client import Server
 
 
 async def test_tcp_serves_clients_one_after_another(engine_options, tmp_path):

@@ -9,7 +9,7 @@ import json
 import pytest
 import pytest_asyncio
 
-from bench.lspclient import Client, Server
+from lsp.client import Client, Server
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -9,6 +9,6 @@ through ``pythonpath`` in pyproject.toml, so no test edits ``sys.path`` or loads
 - ``pygls_session``: helpers for tests driving the server through pytest-lsp's client;
 - ``editor_tools``: where the editor clients live and finding the tools they need.
 
-The JSON-RPC/LSP client and the wait-for-ready loop are ``bench.lspclient``: the benchmarks use them too, and a
+The JSON-RPC/LSP client and the wait-for-ready loop are ``lsp.client``: the benchmarks use them too, and a
 benchmark must not depend on tests/.
 """

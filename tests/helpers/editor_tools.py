@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.lspclient import server_command
+from lsp.client import server_command
 
 ROOT = Path(__file__).resolve().parents[2]
 EDITORS = ROOT / "editors"

@@ -1,12 +1,12 @@
 """Helpers for tests that drive the server through pytest-lsp's client (pygls, typed lsprotocol messages): a
 second, independent implementation of the protocol's client side checks the server's messages against the spec.
-The wait-for-ready loop is ``bench.lspclient.wait_ready``, shared with every other client."""
+The wait-for-ready loop is ``lsp.client.wait_ready``, shared with every other client."""
 
 from __future__ import annotations
 
 from lsprotocol import types
 
-from bench.lspclient import wait_ready
+from lsp.client import wait_ready
 
 
 def init_params(engine_options: dict, encodings=None, **options) -> types.InitializeParams:

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from completer.engine import EngineConfig
-from completer.engine.torch_engine import TorchEngine
+from completer.engine.torch.engine import TorchEngine
 from completer.models import HOUSE_DIR
 from completer.models.llama import LlamaForCausalLM, ModelConfig
 

@@ -8,7 +8,7 @@ import logging
 
 from pygls.exceptions import JsonRpcInvalidParams
 
-from bench.lspclient import Server
+from lsp.client import Server
 from lsp import client_errors
 
 

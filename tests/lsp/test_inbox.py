@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from bench.lspclient import frame
+from lsp.client import frame
 from lsp.inbox import REQUEST_CANCELLED, REQUEST_FAILED, Inbox, frame_reader, pump
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.lspclient import Server, inline_params
+from lsp.client import Server, inline_params
 from lsp.metrics import OUTCOMES
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bench.lspclient import Server
+from lsp.client import Server
 
 DOC = "import os\n\n\ndef read_config(path):\n    with open(path) as f:\n        \n"
 URI = "file:///faults/a.py"

@@ -22,7 +22,7 @@ import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.lspclient import Client, Server, frame
+from lsp.client import Client, Server, frame
 from tests.helpers.docmodel import Doc, Invalid, offset, units
 
 DEBUG_SERVER = Path(__file__).with_name("debug_server.py")

@@ -10,7 +10,7 @@ import pytest
 import pytest_asyncio
 from websockets.exceptions import InvalidStatus
 
-from bench.lspclient import Server, frame, open_ws, server_command
+from lsp.client import Server, frame, open_ws, server_command
 from lsp import security
 from lsp.security import FrameLimitReader, Policy
 

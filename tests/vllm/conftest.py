@@ -36,7 +36,7 @@ def make_engine():
     reason = gpu_skip_reason()
     if reason:
         pytest.skip(reason)
-    from completer.engine.vllm_engine import VLLMEngine
+    from completer.engine.vllm.engine import VLLMEngine
 
     def make(**overrides):
         # float32 so that "greedy identical with and without speculation" tests the algorithm, not bf16 rounding;

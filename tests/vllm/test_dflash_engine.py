@@ -1,4 +1,4 @@
-"""GPU: a DFlash drafter written by completer.models.dflash (random weights, the house v2 target's shape) is what
+"""GPU: a DFlash drafter written by completer.training.dflash (random weights, the house v2 target's shape) is what
 vLLM 0.26 loads as method "dflash": the engine starts, drafts k tokens per step in one proposal, and greedy output
 stays the target's (bf16: FlashAttention, which DFlash's bidirectional block needs, has no float32)."""
 
@@ -10,7 +10,7 @@ from tests.helpers import engine_contract as contract
 
 async def test_a_dflash_drafter_written_here_runs_in_vllm(make_engine, tmp_path):
     from completer.engine.base import open_model
-    from completer.models.dflash import DFlashConfig, DFlashDrafter, mask_token
+    from completer.training.dflash import DFlashConfig, DFlashDrafter, mask_token
     from completer.models.llama import ModelConfig
 
     import json

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer
 
 from completer import healing
 from completer.engine.base import Counters, Request
-from completer.engine.vllm_engine import VLLMEngine
+from completer.engine.vllm.engine import VLLMEngine
 from completer.models import HOUSE_DIR
 
 
@@ -174,7 +174,7 @@ async def test_without_a_limit_a_large_allowed_set_is_sent(tok):
 
 
 def test_the_allowed_limit_follows_the_model_runner():
-    from completer.engine.vllm_engine import V2_MAX_ALLOWED_TOKEN_IDS, allowed_ids_limit
+    from completer.engine.vllm.engine import V2_MAX_ALLOWED_TOKEN_IDS, allowed_ids_limit
 
     assert allowed_ids_limit(SimpleNamespace(use_v2_model_runner=False)) is None
     assert allowed_ids_limit(SimpleNamespace(use_v2_model_runner=True)) == V2_MAX_ALLOWED_TOKEN_IDS == 1024
@@ -263,7 +263,7 @@ async def test_raced_healing_falls_back_to_the_constrained_token_when_the_model_
     ("sel", (), 0.7, False),             # sampling: not raced
 ])
 def test_which_healed_requests_race(heal, stop, temperature, safe):
-    from completer.engine.vllm_engine import race_safe
+    from completer.engine.vllm.engine import race_safe
 
     assert race_safe(Request("r", [1], max_new_tokens=4, heal=heal, stop=stop, temperature=temperature)) == safe
 

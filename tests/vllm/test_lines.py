@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from bench import trace as tr
+from lsp import trace as tr
 from bench.vllm import lines
 from completer.postprocess.context import Context
 

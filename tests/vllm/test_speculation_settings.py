@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from completer.engine import EngineConfig
-from completer.engine.vllm_engine import check_quantization, engine_kwargs
+from completer.engine.vllm.settings import check_quantization, engine_kwargs
 
 
 def cfg(**kw):
@@ -50,7 +50,7 @@ def test_dflash_maps_to_vllm_method_with_a_dflash_drafter_folder(tmp_path):
     vLLM backend hands vLLM as method "dflash"; an EAGLE-3 folder, or one without the dflash keys, is refused."""
     import torch
 
-    from completer.models.dflash import DFlashConfig, DFlashDrafter
+    from completer.training.dflash import DFlashConfig, DFlashDrafter
     from completer.models.llama import ModelConfig
 
     t = ModelConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
@@ -131,7 +131,7 @@ def test_prompt_ids_outside_the_vocabulary_are_a_request_error_before_vllm_sees_
     import asyncio
 
     from completer.engine.base import Counters, Request, RequestError
-    from completer.engine.vllm_engine import VLLMEngine
+    from completer.engine.vllm.engine import VLLMEngine
 
     class NoLLM:
         def generate(self, *a):

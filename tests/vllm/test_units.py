@@ -7,7 +7,8 @@ import pytest
 
 from completer.engine import EngineConfig, EngineError, Request, create_engine
 from completer.engine.base import Counters
-from completer.engine.vllm_engine import engine_kwargs, merge_spec_stats, sampling_kwargs, speculative_k
+from completer.engine.vllm.engine import merge_spec_stats, sampling_kwargs
+from completer.engine.vllm.settings import engine_kwargs, speculative_k
 
 
 def cfg(**kw):

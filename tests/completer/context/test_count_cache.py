@@ -39,7 +39,7 @@ def _texts() -> list[tuple[str, str]]:
     files = [stdlib / "shlex.py", stdlib / "textwrap.py", ROOT / "completer" / "context" / "builder.py",
              *sorted((ROOT / "editors").rglob("*.js"))[:2], *sorted((ROOT / "tests" / "data").rglob("*.c"))[:2]]
     out = [(p.name, p.read_text(encoding="utf-8")) for p in files if p.is_file()]
-    from bench.trace import load                # the typing traces' files: C, JavaScript, Python
+    from lsp.trace import load                # the typing traces' files: C, JavaScript, Python
     for p in sorted((ROOT / "bench" / "traces").glob("*.jsonl")):
         header = load(p).header
         out.append((Path(header.uri).name, header.text))

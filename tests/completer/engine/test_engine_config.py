@@ -10,7 +10,7 @@ import pytest
 
 from completer.engine import EngineConfig, EngineError, create_engine
 from completer.engine.config import VLLM_ONLY_SETTINGS
-from completer.engine.vllm_engine import engine_kwargs
+from completer.engine.vllm.settings import engine_kwargs
 
 # (backend, settings, the setting an error must name or None when it must work)
 TABLE = [

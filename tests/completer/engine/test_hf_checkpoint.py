@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from completer.engine import EngineConfig, Request
-from completer.engine.torch_engine import TorchEngine
+from completer.engine.torch.engine import TorchEngine
 
 transformers = pytest.importorskip("transformers")
 

@@ -8,7 +8,7 @@ import pytest
 
 from completer.engine import EngineConfig
 from completer.engine.choice import choice_path, measured_for, resolve
-from completer.engine.torch_engine import TorchEngine
+from completer.engine.torch.engine import TorchEngine
 from completer.tune import main as tune_main
 
 

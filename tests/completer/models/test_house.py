@@ -66,7 +66,7 @@ def test_each_house_target_ships_the_eagle3_drafter_trained_on_it(tmp_path, monk
     target's next tokens along the target's own greedy continuation of code (first draft position), far better than
     the other house target's drafter does on it (same shapes, so vLLM would load either)."""
     from completer.engine.config import HOUSE_DRAFTERS
-    from completer.models.drafter import Eagle3Drafter, acceptance_report
+    from completer.training.drafter import Eagle3Drafter, acceptance_report
     from completer.models.llama import LlamaForCausalLM
     from completer.models.tokenizer import load_tokenizer
     from completer.prompt import fim_prompt

@@ -196,7 +196,7 @@ def test_forward_packed_equals_each_sequence_alone(model, kind):
     """Sequences of different lengths (a decode step, a (k+1)-token verification, a draft's catch-up) packed into
     one forward, each on its own cache, give each sequence the logits its own forward gives, and the same caches;
     with the engine's kernels bitwise (they compute every row alone), which greedy speculation relies on."""
-    from completer.engine import kernels
+    from completer.models import kernels
     from completer.models.llama import PackedLinear
     if kind and PackedLinear.available(kind):
         pytest.skip(PackedLinear.available(kind))

@@ -20,7 +20,7 @@ python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('$carry/target/tok
 open('$carry/target/tokenizer.json', 'wb'))" || exit
 # the carried multi-language archive (no Python) and this machine's own Python train split (v1's split rule)
 # shellcheck disable=SC2086
-python3 -m completer.models.train --draft-for "$carry/target" --preset "${PRESET:-h200}" \
+python3 -m completer.training.train --draft-for "$carry/target" --preset "${PRESET:-h200}" \
   --corpus "$carry/train.jsonl.xz" --corpus python --corpus-mb "${PY_MB:-120}" --heldout "$carry/heldout.jsonl.xz" \
   --minutes "$minutes" --total-minutes "$(python3 -c "print($minutes + 1.6)")" --checkpoint-minutes 2 \
   --out /tmp/smollm2_draft --archive "$out/draft.tar" ${TRAIN_ARGS:-} 2>&1 | tee "$out/train.log"

@@ -1,0 +1,1 @@
+"""The embedded backend: PyTorch on CPUs (``TorchEngine``)."""
