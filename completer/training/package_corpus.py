@@ -90,16 +90,48 @@ COPYLEFT_WORDS = ("gpl", "general public", "mpl", "mozilla public", "epl", "ecli
 
 def is_permissive(licence: str | None) -> bool:
     """True when ``licence`` (an SPDX-like expression or a free-text name) leaves every file under permissive
-    terms: for ``A OR B`` one alternative suffices, for ``A AND B`` (or ``A, B``) every part must be permissive."""
+    terms: ``A OR B`` needs one permissive alternative, ``A AND B`` (or ``A, B``) every part, AND binding tighter
+    than OR and parentheses grouping as in SPDX (``MPL-2.0 AND (Apache-2.0 OR MIT)`` is not permissive)."""
     if not licence:
         return False
-    text = licence.strip().lower().replace("(", " ").replace(")", " ")
-    text = re.sub(r"\s+", " ", text)
-    for alt in re.split(r" or |/(?=[a-z])| \| ", text):
-        parts = [p.strip(" .;") for p in re.split(r" and |,|;", alt) if p.strip(" .;")]
-        if parts and all(_one_permissive(p) for p in parts):
-            return True
-    return False
+    return _expr(re.sub(r"\s+", " ", licence.strip().lower()))
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    """``text`` split at ``sep`` where it is outside parentheses."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        c = text[i]
+        depth += (c == "(") - (c == ")")
+        if depth == 0 and text.startswith(sep, i):
+            parts.append(text[start:i])
+            i = start = i + len(sep)
+            continue
+        i += 1
+    return parts + [text[start:]]
+
+
+def _expr(text: str) -> bool:
+    alts = [a for p in _split_top(text, " or ") for a in _split_top(p, " | ")]
+    return any(_conj(a) for a in alts if a.strip())
+
+
+def _conj(text: str) -> bool:
+    parts = [q for p in _split_top(text, " and ") for r in _split_top(p, ",") for q in _split_top(r, ";")]
+    parts = [p.strip(" .") for p in parts if p.strip(" .")]
+    return bool(parts) and all(_atom(p) for p in parts)
+
+
+def _atom(text: str) -> bool:
+    text = text.strip()
+    if text.startswith("(") and text.endswith(")") and _split_top(text[1:-1], ")(") == [text[1:-1]]:
+        return _expr(text[1:-1])
+    if text.replace("(", "").replace(")", "") != text:          # unbalanced leftovers of free text
+        text = text.replace("(", " ").replace(")", " ").strip()
+    if _one_permissive(text):
+        return True
+    alts = re.split(r"/(?=[a-z])", text)                        # "MIT/Apache-2.0": either
+    return len(alts) > 1 and any(_one_permissive(a) for a in alts)
 
 
 def _one_permissive(name: str) -> bool:
@@ -111,7 +143,8 @@ def _one_permissive(name: str) -> bool:
         return True
     base = re.sub(r"[- ]?(?:v?\d+(?:\.\d+)*)\+?$", "", name)        # "bsd-3", "apache 2", "expat-like"
     return (base in PERMISSIVE or name.split()[0] in ("mit", "bsd", "isc", "apache", "zlib", "expat", "psf")
-            or re.match(r"(bsd|mit|isc|apache)-", name) is not None)        # "BSD-3-NLnetLabs", "MIT-style"
+            or re.match(r"(bsd|mit|isc|apache)-", name) is not None         # "BSD-3-NLnetLabs", "MIT-style"
+            or name.endswith("-permissive"))                                  # Debian's "zlib-libpng-like-permissive"
 
 
 # --- licences of packages ------------------------------------------------------------------------------------------
@@ -469,6 +502,49 @@ def summarise(counts: Counter, by: dict, pkg_rows: dict, eval_hits: dict, out: P
     }
 
 
+def recheck_licences(out: str | Path, preset: int = 3) -> dict:
+    """Apply ``is_permissive`` again to every kept file's recorded licence (after a fix of the licence rules: the
+    first build read ``MPL-2.0 AND (Apache-2.0 OR MIT)`` as permissive), rewrite both archives without the files
+    that fail, and recompute corpus_meta.json's sizes from what is left."""
+    out = Path(out)
+    meta = json.loads((out / "corpus_meta.json").read_text())
+    by: dict[str, Counter] = defaultdict(Counter)
+    rows: dict[str, dict] = {}
+    dropped: Counter = Counter()
+    for split in ("train", "heldout"):
+        src, tmp = out / f"{split}.jsonl.xz", out / f"{split}.jsonl.xz.tmp"
+        with lzma.open(src, "rt", encoding="utf-8") as fh, lzma.open(tmp, "wt", encoding="utf-8", preset=preset) as w:
+            for line in fh:
+                d = json.loads(line)
+                size, lang = len(d["text"]), d["language"]
+                if not is_permissive(d["licence"]):
+                    dropped[d["licence"]] += size
+                    by["dropped_bytes_licence_recheck"][lang] += size
+                    continue
+                w.write(line)
+                by[f"{split}_bytes"][lang] += size
+                by[f"{split}_bytes_by_licence"][d["licence"]] += size
+                by[f"{split}_files"][lang] += 1
+                old = meta["packages"].get(d["package"], {})
+                r = rows.setdefault(d["package"], {**{k: old.get(k) for k in ("kind", "name", "version", "split",
+                                                                               "licence")},
+                                                   "files": 0, "bytes": 0, "by_language": Counter()})
+                r["files"] += 1
+                r["bytes"] += size
+                r["by_language"][lang] += size
+        tmp.replace(src)
+    new = summarise(Counter(meta["filters"]), by, rows, meta.get("quality_eval_copies_dropped_in", {}), out)
+    new["filters"] = {**meta["filters"], "kept_train": sum(by["train_files"].values()),
+                      "kept_heldout": sum(by["heldout_files"].values())}
+    new["dropped_mb"] = {**meta["dropped_mb"],
+                         "licence_recheck": round(sum(by["dropped_bytes_licence_recheck"].values()) / 1e6, 1)}
+    new["licence_recheck_dropped_mb_by_licence"] = {k: round(v / 1e6, 2) for k, v in dropped.items()}
+    new["packages_fetched"] = meta["packages_fetched"]
+    new["seconds"] = meta.get("seconds")
+    (out / "corpus_meta.json").write_text(json.dumps(new, indent=1) + "\n")
+    return new
+
+
 def subset(src: str | Path, dst: str | Path, mb: float, per_language_mb: float | None = None,
            preset: int = 9) -> dict:
     """The first ``mb`` MB of text of archive ``src`` (at most ``per_language_mb`` per language) into ``dst``, for a
@@ -513,7 +589,13 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("dst")
     u.add_argument("--mb", type=float, required=True)
     u.add_argument("--per-language-mb", type=float)
+    r = sub.add_parser("recheck-licences", help="drop kept files whose recorded licence the current rules refuse")
+    r.add_argument("out")
     args = ap.parse_args(argv)
+    if args.cmd == "recheck-licences":
+        meta = recheck_licences(args.out)
+        print(json.dumps({k: v for k, v in meta.items() if k != "packages"}, indent=1))
+        return 0
     if args.cmd == "subset":
         print(json.dumps(subset(args.src, args.dst, args.mb, args.per_language_mb), indent=1))
         return 0

@@ -1,0 +1,47 @@
+"""One table from this folder's bench.quality runs (the same seeded positions: --seed 0 --per-kind 2; quality is
+greedy and deterministic, so runs made one after another score the same positions alike): exact rest of line per
+model, overall, per language and per position kind, with every filter on ("all") and off ("none").
+
+    python bench/results/quality-smollm2-fim/combine.py > bench/results/quality-smollm2-fim/table.md
+"""
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).parent
+RUNS = ["base/quality.json", "tuned-a/quality.json", "tuned-b/quality.json"]
+
+
+def main() -> int:
+    hits = defaultdict(lambda: defaultdict(lambda: [0, 0]))      # config -> (variant, group) -> [exact, n]
+    positions = {}
+    for run in RUNS:
+        d = json.loads((HERE / run).read_text())
+        for cfg in d["configs"]:
+            for rec in cfg["records"]:
+                p = d["positions"][rec["i"]]
+                key = (p["file"], p["offset"])
+                positions[key] = p
+                for variant in ("all", "none"):
+                    ok = bool(rec["score"].get(variant, {}).get("exact")) if rec.get("score") else False
+                    for group in ("overall", "lang:" + p["language"], "kind:" + p["kind"]):
+                        h = hits[cfg["name"]][(variant, group)]
+                        h[0] += ok
+                        h[1] += 1
+    names = list(hits)
+    groups = sorted({g for c in hits.values() for (_, g) in c}, key=lambda g: (g != "overall", g))
+    print("| group | " + " | ".join(f"{n} exact" for n in names) + " |")
+    print("|---|" + "---|" * len(names))
+    for variant in ("all", "none"):
+        for g in groups:
+            cells = []
+            for n in names:
+                e, k = hits[n].get((variant, g), [0, 0])
+                cells.append(f"{100 * e / k:.1f}% ({e}/{k})" if k else "-")
+            print(f"| {g} (filters {variant}) | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
