@@ -1,6 +1,7 @@
 """One table from this folder's bench.quality runs (the same seeded positions: --seed 0 --per-kind 2; quality is
 greedy and deterministic, so runs made one after another score the same positions alike): exact rest of line per
-model, overall, per language and per position kind, with every filter on ("all") and off ("none").
+model, overall, per language and per position kind, with every post-processing filter on ("all"); with every filter
+off ("none") overall only (per-position records keep the "all" scores; each run's summary has the others).
 
     python bench/results/quality-smollm2-fim/combine.py > bench/results/quality-smollm2-fim/table.md
 """
@@ -18,23 +19,28 @@ def main() -> int:
     positions = {}
     for run in RUNS:
         d = json.loads((HERE / run).read_text())
+        for name, summ in d["summary"]["configs"].items():
+            for variant, v in summ["variants"].items():
+                h = hits[name][(variant, "overall")]
+                h[0] += round(v["exact"] * v["n"])
+                h[1] += v["n"]
         for cfg in d["configs"]:
             for rec in cfg["records"]:
                 p = d["positions"][rec["i"]]
                 key = (p["file"], p["offset"])
                 positions[key] = p
-                for variant in ("all", "none"):
-                    ok = bool(rec["score"].get(variant, {}).get("exact")) if rec.get("score") else False
-                    for group in ("overall", "lang:" + p["language"], "kind:" + p["kind"]):
-                        h = hits[cfg["name"]][(variant, group)]
-                        h[0] += ok
-                        h[1] += 1
+                ok = bool(rec["score"]["all"]["exact"]) if rec.get("score") else False
+                for group in ("lang:" + p["language"], "kind:" + p["kind"]):
+                    h = hits[cfg["name"]][("all", group)]
+                    h[0] += ok
+                    h[1] += 1
     names = list(hits)
     groups = sorted({g for c in hits.values() for (_, g) in c}, key=lambda g: (g != "overall", g))
     print("| group | " + " | ".join(f"{n} exact" for n in names) + " |")
     print("|---|" + "---|" * len(names))
-    for variant in ("all", "none"):
-        for g in groups:
+    variants = sorted({v for c in hits.values() for (v, _) in c}, key=lambda v: (v != "all", v))
+    for variant in variants:
+        for g in (groups if variant == "all" else ["overall"]):
             cells = []
             for n in names:
                 e, k = hits[n].get((variant, g), [0, 0])
