@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).parent
-RUNS = ["base/quality.json", "tuned-a/quality.json", "tuned-b/quality.json"]
+RUNS = ["base/quality.json", "tuned-a/quality.json", "tuned-b/quality.json", "tuned-noheal/quality.json"]
 
 
 def main() -> int:
