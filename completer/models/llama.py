@@ -526,6 +526,9 @@ class LlamaForCausalLM(nn.Module):
             raise FileNotFoundError(f"no *.safetensors weights in {path}")
         for f in files:
             state.update(load_file(str(f)))
+        if (path / "model.delta").is_file():        # base + a shipped LoRA delta (completer.models.delta)
+            from .delta import apply_delta, read_delta
+            state = apply_delta(state, *read_delta(path / "model.delta"))
         if config.tie_word_embeddings:
             state.pop("lm_head.weight", None)
         missing = set(dict(model.named_parameters())) - set(state) - ({"lm_head.weight"} if config.tie_word_embeddings else set())
