@@ -332,10 +332,20 @@ class _Step:
     packed: bool = False              # use the layers' PackedLinear weights (a step of few tokens, no autograd)
 
 
+class Embedding(nn.Embedding):
+    """``nn.Embedding`` without its random init on the meta device (``from_pretrained`` builds the model there and
+    loads the weights after): torch's ``normal_`` on a meta tensor goes through ``torch._refs``, whose first use
+    imports ``torch._dynamo``, 2-10 s of every start on 2 cores for nothing."""
+
+    def reset_parameters(self) -> None:
+        if not self.weight.is_meta:
+            super().reset_parameters()
+
+
 class Backbone(nn.Module):  # Hugging Face's ``model.`` prefix
     def __init__(self, c: ModelConfig):
         super().__init__()
-        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.embed_tokens = Embedding(c.vocab_size, c.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.num_hidden_layers))
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
 
@@ -348,7 +358,9 @@ class LlamaForCausalLM(nn.Module):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
-        cos, sin = rope_tables(config)
+        # inside from_pretrained's meta device the tables are made on the CPU (replaced after loading anyway): torch's
+        # arange on a meta tensor imports torch._dynamo, seconds of every start
+        cos, sin = rope_tables(config, device="cpu" if torch.get_default_device().type == "meta" else None)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.register_buffer("rope_sin_signed", signed_sin(sin), persistent=False)
@@ -582,6 +594,9 @@ class LlamaForCausalLM(nn.Module):
             raise FileNotFoundError(f"no *.safetensors weights in {path}")
         for f in files:
             state.update(load_file(str(f)))
+        if (path / "model.delta").is_file():        # base + a shipped LoRA delta (completer.models.delta)
+            from .delta import apply_delta, read_delta
+            state = apply_delta(state, *read_delta(path / "model.delta"))
         if config.tie_word_embeddings:
             state.pop("lm_head.weight", None)
         in_blocks = {n for n, p in model.named_parameters() if p.dim() == 2} if packed else set()
@@ -594,12 +609,26 @@ class LlamaForCausalLM(nn.Module):
         for name in in_blocks:                             # no float32 storage for what stays in blocks
             mod, _, attr = name.rpartition(".")
             setattr(model.get_submodule(mod), attr, nn.Parameter(torch.empty(0, device="meta"), requires_grad=False))
-        model = model.to_empty(device=device)
-        model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False, assign=False)
+        # the loaded tensors become the parameters (assign): no empty copies of the meta ones first, whose
+        # empty_like on the meta device imports torch's symbolic shapes (sympy), seconds of every start
+        model.load_state_dict({k: v.to(device=device, dtype=dtype) for k, v in state.items()}, strict=False,
+                              assign=True)
         if config.tie_word_embeddings:
             model.lm_head.weight = model.model.embed_tokens.weight
         cos, sin = rope_tables(config, device=device)
         model.rope_cos, model.rope_sin, model.rope_sin_signed = cos, sin, signed_sin(sin)
+        left = []
+        for n, t in [*model.named_parameters(), *model.named_buffers()]:
+            if t.is_meta and t.numel() == 0:     # a placeholder (no float32 copy of weights kept elsewhere)
+                mod, _, attr = n.rpartition(".")
+                setattr(model.get_submodule(mod), attr,
+                        nn.Parameter(torch.empty(0, device=device, dtype=dtype), requires_grad=False))
+            elif t.is_meta:
+                left.append(n)
+        if left:
+            raise ValueError(f"checkpoint {path} left {left[:5]} unset")
+        if config.tie_word_embeddings:                     # the placeholder replaced above: tie again
+            model.lm_head.weight = model.model.embed_tokens.weight
         model = model.to(dtype).eval()
         return model._use_blocks(packed, kernels) if packed else model.fuse_()
 

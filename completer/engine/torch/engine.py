@@ -114,6 +114,17 @@ class TorchEngine(InputProcessing, Scheduling, OutputProcessing, StepCosts, Step
         self._init_state()
 
     def _load(self, config: EngineConfig) -> None:
+        """The models, loaded on one intra-op thread: loading is copies and casts of a few MB each, whose parallel
+        regions on a busy 2-core machine wait for a second thread that is not scheduled (packing the house model's
+        weights took 1-8 s with two threads at load 20, 0.06-0.09 s with one: bench/results/start/)."""
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            self._load_models(config)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _load_models(self, config: EngineConfig) -> None:
         self.device = pick_device(config.device)
         self.dtype = pick_dtype(config.dtype, self.device)
         self.model_path, self.tokenizer = open_model(config.model)
