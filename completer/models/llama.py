@@ -571,7 +571,8 @@ class LlamaForCausalLM(nn.Module):
 
         ``blocks``: when the folder is a GGUF file whose matmul weights are all Q4_0/Q4_1/Q8_0, the engine's kernels
         build here and the model runs on a float32 CPU, keep those weights in the file's blocks (``QuantLinear``,
-        packing "gguf": every forward on them, no float32 copy, inference only); otherwise the float32 weights."""
+        packing "gguf": every forward on them, no float32 copy, inference only); otherwise (and for a folder with a
+        LoRA delta on the file, whose sums need float32 weights) the float32 weights."""
         from safetensors.torch import load_file
 
         path = Path(path)
@@ -585,7 +586,9 @@ class LlamaForCausalLM(nn.Module):
         files = sorted(path.glob("*.safetensors"))
         if not files and (path / "model.gguf").exists():   # a GGUF file, resolved by completer.models.gguf
             from .gguf import block_weights, read_state_dict
-            kernels = cls._block_kernels(device, dtype) if blocks else None
+            # a LoRA delta on the file (house:smollm2/fim) is added to float32 weights: no blocks then
+            delta = (path / "model.delta").is_file()
+            kernels = cls._block_kernels(device, dtype) if blocks and not delta else None
             if kernels is not None:
                 state, packed = block_weights(path, config)
             else:
