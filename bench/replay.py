@@ -1,9 +1,23 @@
 """Replay typing traces against the real language server, as an editor would, for several configurations.
 
     python -m bench.replay [TRACES...] [--transport stdio|ws] [--server-cmd CMD | --connect ws://HOST:PORT]
-                           [--configs none,draft-k4,ngram-k4,adaptive,adaptive-nocancel,adaptive-nocache,
-                                      reuse,early-answer,adaptive-debounce]
-                           [--engine KEY=VALUE ...] [--option KEY=JSON ...] [--speed 1.0] [--out FOLDER]
+                           [--configs default,base,none,draft-k4,ngram-k4,adaptive,adaptive-nocancel,
+                                      adaptive-nocache,reuse,early-answer,adaptive-debounce]
+                           [--config NAME=JSON ...] [--engine KEY=VALUE ...] [--option KEY=JSON ...]
+                           [--load quiet,busy] [--repeat N] [--speed 1.0] [--out FOLDER]
+
+The configuration ``default`` sends no options at all: the server runs with its own defaults (lsp/config.py's
+``ServerConfig``, recorded in the results as they were read there), so the replay measures what users get.
+``base`` is the replay's old fixed options (maxTokens 32, fixed 30 ms debounce, no reuse, no early answer, no
+adaptive debounce, no speculation): a default that loses to it anywhere is a bug. The other named configurations
+are, as before, ``base``'s options (speculation aside) plus their own; ``--config NAME=JSON`` is the server's
+defaults plus JSON (e.g. ``--config 'adaptive-debounce-on={"adaptiveDebounce": true}'``).
+
+The headline figure (first in the report) is **right before the next key**: the share of *all* keystrokes whose
+ghost text arrived before the next key and was right (see :func:`right`). Then the share with any ghost text before
+the next key, then the answered p50/p95. ``--load quiet,busy`` runs every round once on the machine as it is and
+once with ``bench.load --cores 1`` (a bounded busy loop, as a build) running next to the server; each trace's typing
+rhythm (``bench.make_traces --rhythm``) is a condition of its own in the report.
 
 For every configuration (all in one run, one after another, each against a fresh server unless ``--connect``):
 ``initialize`` with the configuration's initialization options, wait for the engine, then for each trace
@@ -35,7 +49,14 @@ from lsp import trace as tr
 from lsp.client import Client, RpcError, Server
 
 HERE = Path(__file__).resolve().parent
+# today's lifecycle unless a configuration turns an issue-13 mechanism on (the server's defaults may differ)
+BASE_OPTIONS = {"maxTokens": 32, "debounceMs": 30, "reuseInFlight": False, "earlyAnswer": False,
+                "adaptiveDebounce": False}
+DEFAULT = "default"     # no options: the server's own defaults
 CONFIGS: dict[str, dict] = {
+    DEFAULT: {},
+    # the replay's old base options with no speculation: the fixed point every default must beat or tie
+    "base": {**BASE_OPTIONS, "engine": {"speculation": "none"}},
     "none": {"engine": {"speculation": "none"}},
     "draft-k4": {"engine": {"speculation": "draft", "num_speculative_tokens": 4}},
     "ngram-k4": {"engine": {"speculation": "ngram", "num_speculative_tokens": 4}},
@@ -52,11 +73,29 @@ CONFIGS: dict[str, dict] = {
     "adaptive-debounce": {"engine": {"speculation": "draft", "num_speculative_tokens": "adaptive"},
                           "reuseInFlight": True, "earlyAnswer": True, "adaptiveDebounce": True},
 }
-# today's lifecycle unless a configuration turns an issue-13 mechanism on (the server's defaults may differ)
-BASE_OPTIONS = {"maxTokens": 32, "debounceMs": 30, "reuseInFlight": False, "earlyAnswer": False,
-                "adaptiveDebounce": False}
+# configurations given as they are (not over BASE_OPTIONS)
+AS_GIVEN = (DEFAULT, "base")
+LOADS = ("quiet", "busy")
 SERVER_CMD = "serverCmd"  # in a --config: this configuration's server command (e.g. another checkout's)
 DRAIN_S = 20.0          # after a trace, wait at most this long for answers still outstanding
+LOAD_BOUND_S = 1800.0   # the busy condition's load generator stops by itself after this long at the latest
+
+
+def server_defaults() -> dict:
+    """The server's own defaults, as ``initialize`` without options gives them (lsp/config.py)."""
+    from lsp.config import ServerConfig
+
+    return ServerConfig().to_json()
+
+
+def effective(options: dict) -> dict | None:
+    """The settings a server runs with after ``initialize`` with ``options`` (None: options the server refuses)."""
+    from lsp.config import ConfigError, ServerConfig
+
+    try:
+        return ServerConfig.from_options({k: v for k, v in options.items() if k != SERVER_CMD}).to_json()
+    except ConfigError:
+        return None
 
 
 def merge(a: dict, b: dict) -> dict:
@@ -102,7 +141,7 @@ class Replayer:
         accept_points = accepted = saved = 0
         t0 = time.perf_counter()
         waits = []
-        befores: dict[int, str] = {}     # id(record) -> document text before its cursor (for "right", below)
+        befores: dict[int, tuple[str, str]] = {}   # id(record) -> the document before / after its cursor ("right")
 
         target = t0
 
@@ -124,7 +163,7 @@ class Replayer:
                    "id": rid, "status": "pending", "latency_ms": None,
                    "ghost": None, "gap_ms": None, "offset": off, "uri": uri}
             records.append(rec)
-            befores[id(rec)] = docs[uri][:off]
+            befores[id(rec)] = (docs[uri][:off], docs[uri][off:])
             latest = rec
             waits.append(asyncio.ensure_future(self._answer(rec, fut, now)))
 
@@ -173,9 +212,10 @@ class Replayer:
             w.cancel()
         for rec in records:
             if rec["status"] == "shown":
-                rec["right"] = right(rec["ghost"], befores[id(rec)], docs[rec["uri"]])
+                rec["right"] = right(rec["ghost"], *befores[id(rec)], docs[rec["uri"]])
         await c.notify("textDocument/didClose", {"textDocument": {"uri": h.uri}})
-        return {"records": records, "accept_points": accept_points, "accepted": accepted, "chars_saved": saved,
+        return {"name": name, "rhythm": h.meta.get("rhythm", "medium"),
+                "records": records, "accept_points": accept_points, "accepted": accepted, "chars_saved": saved,
                 "chars_typed": sum(len(e.edit["text"]) for e in trace.events if e.edit is not None),
                 "duration_s": end - t0, "final_equals_trace": docs[h.uri] == trace_docs[h.uri]}
 
@@ -208,16 +248,22 @@ class Replayer:
             rec["late_ghost"] = text or ""
 
 
-def right(ghost: str, before: str, final: str) -> bool:
-    """Whether ghost text shown after ``before`` was right: the document ``final`` (after the trace, with what the
-    user accepted) still starts with ``before`` and holds the ghost text's first line (through its first non-blank
-    line, trailing blanks aside) right after it."""
-    if not ghost.strip() or not final.startswith(before):
+def right(ghost: str, before: str, after: str, final: str) -> bool:
+    """Whether ghost text shown with the document ``before`` + ``after`` (the cursor between them) was right: what
+    the user then typed (or accepted) there, the text the document ``final`` (after the trace) holds between
+    ``before`` and ``after``, starts with the ghost text's first line (through its first non-blank line, trailing
+    blanks aside). Strict: the document before the cursor must be unchanged (a typo answered is never right), and
+    ghost text that repeats what already stood after the cursor is not what the user typed (an editor shows it as a
+    duplicate); only the first line counts because that is what a keystroke's ghost text is judged by, and the rest
+    of a block may still be right or wrong later."""
+    if not ghost.strip() or not final.startswith(before) or not final.endswith(after) \
+            or len(final) < len(before) + len(after):
         return False
+    typed = final[len(before):len(final) - len(after)]
     body = len(ghost) - len(ghost.lstrip(" \t\r\n"))
     nl = ghost.find("\n", body)
     line = (ghost if nl < 0 else ghost[:nl]).rstrip(" \t\r")
-    return final.startswith(line, len(before))
+    return typed.startswith(line)
 
 
 def counters_diff(before: dict | None, after: dict | None) -> dict:
@@ -268,6 +314,26 @@ async def run_config(name: str, options: dict, traces: list[tuple[str, tr.Trace]
             "server": counters_diff(before.get("server"), after.get("server")),
             "engine": counters_diff(before.get("engine"), after.get("engine")),
             "engine_config": (after.get("config") or {}).get("engine"), "messages": client.messages[-20:]}
+
+
+def start_load(cores: int):
+    """The busy condition's load: ``python -m bench.load --cores N``, bounded by LOAD_BOUND_S whatever happens."""
+    import subprocess
+
+    return subprocess.Popen([sys.executable, "-m", "bench.load", "--cores", str(cores), "--seconds",
+                             str(LOAD_BOUND_S)], cwd=HERE.parent, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def stop_load(proc) -> None:
+    import subprocess
+
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def parse_kv(items: list[str], what: str) -> dict:
@@ -326,14 +392,20 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--transport", choices=["stdio", "ws"], default="stdio")
     ap.add_argument("--server-cmd", help="command that starts the server (default: this Python's lsp.server)")
     ap.add_argument("--connect", help="ws://HOST:PORT of a running server (one connection per configuration)")
-    ap.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, from {', '.join(CONFIGS)}")
+    ap.add_argument("--configs", default=f"{DEFAULT},base",
+                    help=f"comma-separated, from {', '.join(CONFIGS)} (default: {DEFAULT},base)")
     ap.add_argument("--config", action="append", metavar="NAME=JSON",
-                    help="an extra configuration: initialization options merged over the base; a \"serverCmd\" key "
+                    help="an extra configuration: initialization options merged over the server's defaults (and "
+                         "--engine/--option); a \"serverCmd\" key "
                          "gives it its own server command (e.g. 'cd /tmp/base && exec python -m lsp.server --stdio' "
                          "in sh -c), so two checkouts can be interleaved")
     ap.add_argument("--engine", action="append", metavar="KEY=VALUE", help="engine setting for every configuration")
     ap.add_argument("--option", action="append", metavar="KEY=JSON", help="server option for every configuration")
     ap.add_argument("--speed", type=float, default=1.0, help="replay this many times faster than the trace")
+    ap.add_argument("--load", default="quiet",
+                    help=f"comma-separated machine conditions, from {', '.join(LOADS)}: busy runs `python -m "
+                         "bench.load --cores N` (--load-cores) next to the server during each configuration")
+    ap.add_argument("--load-cores", type=int, default=1, help="busy cores of the busy condition (default 1)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds: every configuration once per round, interleaved, so that a change of the machine's "
                          "load hits all of them alike; the report adds medians over the rounds")
@@ -347,21 +419,41 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-async def amain(args) -> dict:
-    traces = tr.load_all(args.traces)
-    if not traces:
-        raise SystemExit(f"no traces found in {args.traces}")
-    base = merge(BASE_OPTIONS, {"engine": parse_kv(args.engine, "--engine")})
-    base = merge(base, parse_kv(args.option, "--option"))
+def configurations(args) -> tuple[dict[str, dict], list[str]]:
+    """The configurations to run (name -> initialization options) and the machine conditions, from the command
+    line: ``default`` and ``base`` as given, the other named ones over ``base``'s options, ``--config`` ones over the
+    server's defaults; ``--engine``/``--option`` on top of each. SystemExit names a bad one."""
+    common = merge({"engine": parse_kv(args.engine, "--engine")}, parse_kv(args.option, "--option"))
+    if not common["engine"]:
+        del common["engine"]
+    base = merge(BASE_OPTIONS, common)
     chosen = {}
     for n in [x for x in args.configs.split(",") if x]:
         if n not in CONFIGS:
             raise SystemExit(f"unknown configuration {n!r}; known: {', '.join(CONFIGS)}")
-        chosen[n] = merge(base, CONFIGS[n])
+        chosen[n] = merge(CONFIGS[n], common) if n in AS_GIVEN else merge(base, CONFIGS[n])
     for item in args.config or []:
         n, _, js = item.partition("=")
-        chosen[n] = merge(base, json.loads(js))
-    total = args.repeat * len(chosen) * sum(len(t.events) for _, t in traces)
+        try:
+            chosen[n] = merge(common, json.loads(js))
+        except json.JSONDecodeError as e:
+            raise SystemExit(f"--config {n}: not JSON: {e}") from None
+    loads = [x for x in args.load.split(",") if x]
+    bad = [x for x in loads if x not in LOADS]
+    if bad or not loads:
+        raise SystemExit(f"--load: expected a comma-separated list of {', '.join(LOADS)}, got {args.load!r}")
+    for n, opts in chosen.items():
+        if effective(opts) is None:
+            raise SystemExit(f"configuration {n!r}: the server would refuse its options {json.dumps(opts)}")
+    return chosen, loads
+
+
+async def amain(args) -> dict:
+    traces = tr.load_all(args.traces)
+    if not traces:
+        raise SystemExit(f"no traces found in {args.traces}")
+    chosen, loads = configurations(args)
+    total = args.repeat * len(loads) * len(chosen) * sum(len(t.events) for _, t in traces)
     try:
         from tqdm import tqdm
         bar = tqdm(total=total, desc="replay", unit="ev")
@@ -371,20 +463,31 @@ async def amain(args) -> dict:
     results = []
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     for rnd in range(args.repeat):
-        for n, opts in chosen.items():
-            if bar is not None:
-                bar.set_postfix_str(f"{n} (round {rnd + 1}/{args.repeat})")
-            res = await run_config(n, opts, traces, args, tick)
-            res["round"] = rnd + 1
-            res["loadavg"] = _loadavg()
-            results.append(res)
+        for cond in loads:
+            for n, opts in chosen.items():
+                if bar is not None:
+                    bar.set_postfix_str(f"{n}, {cond} (round {rnd + 1}/{args.repeat})")
+                load_before = _loadavg()
+                gen = start_load(args.load_cores) if cond == "busy" else None
+                try:
+                    res = await run_config(n, opts, traces, args, tick)
+                finally:
+                    if gen is not None:
+                        stop_load(gen)
+                res.update(round=rnd + 1, load=cond, loadavg_before=load_before, loadavg=_loadavg(),
+                           effective=effective(opts))
+                results.append(res)
     if bar is not None:
         bar.close()
-    return {"date": started, "machine": machine(), "command": " ".join(["python -m bench.replay"] + [shlex.quote(a) for a in sys.argv[1:]]),
+    return {"date": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "machine": machine(), "server_defaults": server_defaults(), "loads": loads,
+            "load_generator": f"python -m bench.load --cores {args.load_cores} (only in the busy condition)",
+            "command": " ".join(["python -m bench.replay"] + [shlex.quote(a) for a in sys.argv[1:]]),
             "transport": "ws (connect)" if args.connect else args.transport, "speed": args.speed,
-            "pause_ms": args.pause_ms, "house": houses_used(results, base),
+            "pause_ms": args.pause_ms, "house": houses_used(results, {"engine": parse_kv(args.engine, "--engine")}),
             "traces": [{"name": n, "keystrokes": t.keystrokes, "duration_s": t.events[-1].t_ms / 1000,
-                        "language": t.header.language_id, "source": t.header.meta.get("source")} for n, t in traces],
+                        "language": t.header.language_id, "source": t.header.meta.get("source"),
+                        "rhythm": t.header.meta.get("rhythm", "medium")} for n, t in traces],
             "configs": results}
 
 

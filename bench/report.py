@@ -2,6 +2,11 @@
 
     python -m bench.report RAW.json [--out bench/results] [--name replay]   (re-render saved raw results)
 
+First, the headline: per configuration and condition (machine quiet or busy, see ``bench.replay --load``; the
+traces' typing rhythm, see ``bench.make_traces --rhythm``), the share of *all* keystrokes whose ghost text arrived
+before the next key and was right ("right before the next key"), then the share with any ghost text before the next
+key, then the answered p50/p95 (ms), as medians over the rounds with the rounds' range.
+
 Per configuration: keystroke-to-ghost-text latency over *all* keystrokes (a keystroke whose ghost text did not arrive
 before the next one counts as never, so its latency is infinite: p50 is finite only when more than half of the
 keystrokes got ghost text in time), over the answered requests (any answer but -32800, whether it came in time or
@@ -28,6 +33,78 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if not b or a is None else a / b
 
 
+def headline(records: list[dict]) -> dict:
+    """The replay's headline figures over ``records`` (one configuration, one condition): keystrokes; right before
+    the next key (share of all keystrokes whose ghost text arrived before the next key and was right; None when a
+    shown record lacks its verdict: an old raw file); ghost before the next key (share); answered p50/p95 ms
+    (nearest rank over every request answered without an error, in time or late)."""
+    keys = [r for r in records if r["kind"] == "key"]
+    answered = [r["answer_ms"] for r in records if r.get("answer_ms") is not None and r.get("error") is None]
+    shown = [r for r in keys if r["status"] == "shown"]
+    return {"keystrokes": len(keys),
+            "right_before_next_key": (None if any("right" not in r for r in shown)
+                                      else _ratio(sum(1 for r in shown if r["right"]), len(keys))),
+            "ghost_before_next_key": _ratio(len(shown), len(keys)),
+            "answered_p50_ms": nearest_rank(answered, 50), "answered_p95_ms": nearest_rank(answered, 95)}
+
+
+HEADLINE_KEYS = ("right_before_next_key", "ghost_before_next_key", "answered_p50_ms", "answered_p95_ms")
+
+
+def conditions(raw: dict) -> list[dict]:
+    """One row of :func:`headline` per configuration run and typing rhythm (plus ``all`` rhythms when there are
+    several): name, load (quiet/busy), rhythm, round, the load average before and after."""
+    rows = []
+    for c in raw["configs"]:
+        by: dict[str, list[dict]] = {}
+        for t in c["traces"]:
+            by.setdefault(t.get("rhythm", "medium"), []).extend(t["records"])
+        if len(by) > 1:
+            by["all"] = [r for t in c["traces"] for r in t["records"]]
+        for rhythm, recs in by.items():
+            rows.append({"name": c["name"], "load": c.get("load", "quiet"), "rhythm": rhythm, "round": c.get("round"),
+                         "loadavg_before": c.get("loadavg_before"), "loadavg": c.get("loadavg"), **headline(recs)})
+    return rows
+
+
+def condition_medians(rows: list[dict]) -> list[dict]:
+    """Per (load, rhythm, configuration): the median over rounds of each headline figure, the rounds' lowest and
+    highest right-before-next-key, and the loads (1-minute load average) the rounds saw."""
+    out = []
+    for key in dict.fromkeys((r["load"], r["rhythm"], r["name"]) for r in rows):
+        rs = [r for r in rows if (r["load"], r["rhythm"], r["name"]) == key]
+        m = {"load": key[0], "rhythm": key[1], "name": key[2], "rounds": len(rs),
+             "keystrokes": sum(r["keystrokes"] for r in rs)}
+        for k in HEADLINE_KEYS:
+            vals = [r[k] for r in rs if r[k] is not None]
+            m[k] = percentile(vals, 50)
+            m[k + "_range"] = [min(vals), max(vals)] if vals else None
+        la = [float(r["loadavg"].split()[0]) for r in rs if r.get("loadavg")]
+        m["loadavg_1min_range"] = [min(la), max(la)] if la else None
+        out.append(m)
+    return out
+
+
+def verdicts(meds: list[dict], default: str = "default", base: str = "base") -> list[dict]:
+    """Per condition: the configuration with the most right before the next key, and the default's margin over the
+    base options (positive: the default wins)."""
+    out = []
+    for cond in dict.fromkeys((m["load"], m["rhythm"]) for m in meds):
+        ms = [m for m in meds if (m["load"], m["rhythm"]) == cond and m["right_before_next_key"] is not None]
+        if not ms:
+            continue
+        best = max(ms, key=lambda m: m["right_before_next_key"])
+        d = next((m for m in ms if m["name"] == default), None)
+        b = next((m for m in ms if m["name"] == base), None)
+        out.append({"load": cond[0], "rhythm": cond[1], "best": best["name"],
+                    "best_right": best["right_before_next_key"],
+                    "default_minus_base": (None if d is None or b is None
+                                           else d["right_before_next_key"] - b["right_before_next_key"]),
+                    "default_minus_best": None if d is None else d["right_before_next_key"] - best[
+                        "right_before_next_key"]})
+    return out
+
+
 def summarize(cfg: dict, pause_ms: float) -> dict:
     recs = [r for t in cfg["traces"] for r in t["records"]]
     keys = [r for r in recs if r["kind"] == "key"]
@@ -49,6 +126,7 @@ def summarize(cfg: dict, pause_ms: float) -> dict:
     return {
         "name": cfg["name"],
         "round": cfg.get("round"),
+        "load": cfg.get("load", "quiet"),
         "loadavg": cfg.get("loadavg"),
         "keystrokes": len(keys),
         "edits_sent": len(recs),
@@ -95,11 +173,13 @@ MEDIAN_KEYS = ("shown_before_next_key", "right_share", "empty_share", "wasted_sh
 
 
 def medians(rows: list[dict]) -> list[dict]:
-    """Per configuration, the median over its rounds (``--repeat``) of p50/p95 latency and the shares."""
+    """Per configuration (and machine load, when a run had several), the median over its rounds (``--repeat``) of
+    p50/p95 latency and the shares."""
     out = []
-    for name in dict.fromkeys(r["name"] for r in rows):
-        rs = [r for r in rows if r["name"] == name]
-        m = {"name": name, "rounds": len(rs),
+    several = len({r.get("load", "quiet") for r in rows}) > 1
+    for name, load in dict.fromkeys((r["name"], r.get("load", "quiet")) for r in rows):
+        rs = [r for r in rows if r["name"] == name and r.get("load", "quiet") == load]
+        m = {"name": f"{name} [{load}]" if several else name, "rounds": len(rs),
              "p50_ms": percentile([r["latency_ms"]["p50"] for r in rs if r["latency_ms"]["p50"] is not None], 50),
              "p95_ms": percentile([r["latency_ms"]["p95"] for r in rs if r["latency_ms"]["p95"] is not None], 50)}
         for k in ("all_keys_ms", "answered_ms"):     # nearest rank: a round's value (all keys: may be never)
@@ -112,8 +192,44 @@ def medians(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _label(r: dict) -> str:
+    """A per-round row's name: configuration, machine load when not quiet, round."""
+    load = "" if r.get("load", "quiet") == "quiet" else f" [{r['load']}]"
+    return f"{r['name']}{load}{'' if not r.get('round') else ' (round %d)' % r['round']}"
+
+
 def _f(v, fmt="{:.0f}") -> str:
     return "–" if v is None else "never" if v == NEVER else fmt.format(v)
+
+
+def headline_markdown(raw: dict) -> list[str]:
+    """The headline tables: medians over rounds per condition, and per condition which configuration won."""
+    meds = condition_medians(conditions(raw))
+    pct = lambda v: _f(None if v is None else 100 * v, "{:.1f}%")  # noqa: E731
+    out = ["## Right before the next key", "",
+           "Share of **all** keystrokes whose ghost text arrived before the next key and was right (what the user "
+           "then typed there, see bench.replay.right), then the share with any ghost text before the next key, then "
+           "the answered p50 / p95 (every request answered, in time or late). Medians over the rounds, the rounds' "
+           "range in brackets; load = the 1-minute load average after each round's run of the configuration.", "",
+           "| load | rhythm | config | right before next key | ghost before next key | answered p50 / p95 ms "
+           "| rounds | keystrokes | load avg |", "|---|---|---|---|---|---|---|---|---|"]
+    for m in meds:
+        r = m["right_before_next_key_range"]
+        g = m["ghost_before_next_key_range"]
+        la = m["loadavg_1min_range"]
+        out.append(f"| {m['load']} | {m['rhythm']} | {m['name']} | **{pct(m['right_before_next_key'])}** "
+                   f"({pct(r[0]) if r else '–'}–{pct(r[1]) if r else '–'}) | {pct(m['ghost_before_next_key'])} "
+                   f"({pct(g[0]) if g else '–'}–{pct(g[1]) if g else '–'}) "
+                   f"| {_f(m['answered_p50_ms'])} / {_f(m['answered_p95_ms'])} | {m['rounds']} | {m['keystrokes']} "
+                   f"| {'–' if not la else f'{la[0]:.1f}–{la[1]:.1f}'} |")
+    vs = verdicts(meds)
+    if vs:
+        out += ["", "| load | rhythm | most right | default − base | default − most right |", "|---|---|---|---|---|"]
+        pp = lambda v: "–" if v is None else f"{100 * v:+.1f} pt"  # noqa: E731
+        for v in vs:
+            out.append(f"| {v['load']} | {v['rhythm']} | {v['best']} ({pct(v['best_right'])}) "
+                       f"| {pp(v['default_minus_base'])} | {pp(v['default_minus_best'])} |")
+    return out + [""]
 
 
 def markdown(raw: dict, rows: list[dict]) -> str:
@@ -121,6 +237,12 @@ def markdown(raw: dict, rows: list[dict]) -> str:
     out = [f"# Typing-trace replay: keystroke to ghost text\n",
            f"- date: {raw['date']}; machine: {m['cpu']}, {m['cores']} cores ({m['platform']}, Python {m['python']})",
            f"- command: `{raw['command']}`",
+           f"- machine conditions: {', '.join(raw.get('loads') or ['quiet'])}"
+           + (f" (busy: {raw['load_generator']})" if raw.get("load_generator") else "")
+           + "; load average (1, 5, 15 min) before and after each configuration's run in the JSON "
+             "(`configs[].loadavg_before`, `configs[].loadavg`)",
+           f"- the server's defaults (`default` sends no options; read from lsp/config.py): "
+           f"`{json.dumps(raw.get('server_defaults'), sort_keys=True)}`",
            f"- house pair (when the engine used house:*): {json.dumps(raw.get('house'))}",
            f"- transport: {raw['transport']}; speed x{raw['speed']}; a pause = a gap of >= {raw['pause_ms']:.0f} ms "
            f"after a keystroke",
@@ -129,7 +251,8 @@ def markdown(raw: dict, rows: list[dict]) -> str:
            ""]
     for c in {c["name"]: c for c in raw["configs"]}.values():
         out.append(f"- `{c['name']}`: options `{json.dumps(c['options'], sort_keys=True)}`")
-    out += ["", "| config | shown | p50 ms | p95 ms | p99 ms | pauses ≤100 ms | pauses ≤200 ms | engine req/key | "
+    out += [""] + headline_markdown(raw)
+    out += ["## Per round", "", "| config | shown | p50 ms | p95 ms | p99 ms | pauses ≤100 ms | pauses ≤200 ms | engine req/key | "
                 "wasted tokens (share) | acceptance | chars saved (share) | from cache | reuses | early | "
                 "send lag p95 ms |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -137,7 +260,7 @@ def markdown(raw: dict, rows: list[dict]) -> str:
         lat = r["latency_ms"]
         pct = lambda v: _f(None if v is None else 100 * v, "{:.0f}%")  # noqa: E731
         out.append(
-            f"| {r['name']}{'' if not r.get('round') else ' (round %d)' % r['round']} | {r['shown']}/{r['edits_sent']} | {_f(lat['p50'])} | {_f(lat['p95'])} | {_f(lat['p99'])} "
+            f"| {_label(r)} | {r['shown']}/{r['edits_sent']} | {_f(lat['p50'])} | {_f(lat['p95'])} | {_f(lat['p99'])} "
             f"| {pct(r['pauses_ghost_within_100ms'])} | {pct(r['pauses_ghost_within_200ms'])} ({r['pauses']}) "
             f"| {_f(r['engine_requests_per_keystroke'], '{:.2f}')} "
             f"| {_f(r['wasted_tokens'])} ({pct(r['wasted_share'])}) | {pct(r['acceptance_rate'])} "
@@ -150,7 +273,7 @@ def markdown(raw: dict, rows: list[dict]) -> str:
             "| answered p50 / p95 / max ms | shown p50 / p95 ms |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         a, k, lat = r["answered_ms"], r["all_keys_ms"], r["latency_ms"]
-        out.append(f"| {r['name']}{'' if not r.get('round') else ' (round %d)' % r['round']} | {r['keystrokes']} "
+        out.append(f"| {_label(r)} | {r['keystrokes']} "
                    f"| {pct(r['shown_before_next_key'])} | {pct(r['right_share'])} | {pct(r['empty_share'])} "
                    f"| {_f(k['p50'])} / {_f(k['p95'])} | {_f(a['p50'])} / {_f(a['p95'])} / {_f(a['max'])} "
                    f"| {_f(lat['p50'])} / {_f(lat['p95'])} |")
@@ -172,6 +295,46 @@ def markdown(raw: dict, rows: list[dict]) -> str:
                 "first line the document later held at the cursor. Status counts: " +
             "; ".join(f"{r['name']}: {r['status']}" for r in rows), ""]
     return "\n".join(out)
+
+
+def plot_headline(raw: dict, path: Path) -> None:
+    """Per condition (load, rhythm), a bar per configuration: right before the next key, ghost before the next key
+    (medians over rounds, whiskers the rounds' range) and the answered p95."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    meds = [m for m in condition_medians(conditions(raw)) if m["rhythm"] != "all"]
+    conds = list(dict.fromkeys((m["load"], m["rhythm"]) for m in meds))
+    names = list(dict.fromkeys(m["name"] for m in meds))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
+    w = 0.8 / max(1, len(names))
+    for ax, key, scale, label in ((axes[0], "right_before_next_key", 100, "% of keystrokes: right before the next key"),
+                                  (axes[1], "ghost_before_next_key", 100, "% of keystrokes: ghost before the next key"),
+                                  (axes[2], "answered_p95_ms", 1, "answered p95 (ms)")):
+        for j, n in enumerate(names):
+            xs, ys, lo, hi = [], [], [], []
+            for i, c in enumerate(conds):
+                m = next((m for m in meds if (m["load"], m["rhythm"], m["name"]) == (*c, n)), None)
+                if m is None or m[key] is None:
+                    continue
+                rng = m[key + "_range"]
+                xs.append(i + (j - (len(names) - 1) / 2) * w)
+                ys.append(scale * m[key])
+                lo.append(scale * (m[key] - rng[0]))
+                hi.append(scale * (rng[1] - m[key]))
+            ax.bar(xs, ys, w, yerr=[lo, hi], capsize=2, label=n)
+        ax.set_xticks(range(len(conds)), [f"{ld}, {rh}" for ld, rh in conds], rotation=20, ha="right")
+        ax.set_ylabel(label)
+    axes[0].legend(fontsize=8)
+    axes[0].set_title("right before the next key (median, range over rounds)", fontsize=9)
+    axes[1].set_title("ghost text before the next key", fontsize=9)
+    axes[2].set_title("answered p95 (median over rounds)", fontsize=9)
+    fig.suptitle(f"typing-trace replay, {raw['machine']['cpu']}, {raw['machine']['cores']} cores, "
+                 f"{raw.get('date', '')}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def plot_figure(raw: dict, rows: list[dict], path: Path) -> None:
@@ -216,11 +379,16 @@ def write(raw: dict, out: Path, name: str = "replay", plot: bool = True) -> dict
     out.mkdir(parents=True, exist_ok=True)
     rows = [summarize(c, raw["pause_ms"]) for c in raw["configs"]]
     paths = {"json": out / f"{name}.json", "md": out / f"{name}.md"}
-    summary = {k: raw.get(k) for k in ("date", "machine", "command", "transport", "speed", "pause_ms", "house",
-                                        "traces")}
+    summary = {k: raw.get(k) for k in ("date", "finished", "machine", "command", "server_defaults", "loads",
+                                        "load_generator", "transport", "speed", "pause_ms", "house", "traces")}
+    cond_rows = conditions(raw)
+    summary["headline"] = condition_medians(cond_rows)
+    summary["verdicts"] = verdicts(summary["headline"])
+    summary["conditions"] = cond_rows
     summary["configs"] = [{"options": c["options"], "engine_config": c.get("engine_config"),
                            "engine": c.get("engine"), "server": c.get("server"), "round": c.get("round"),
-                           "loadavg": c.get("loadavg"), **r}
+                           "loadavg_before": c.get("loadavg_before"), "loadavg": c.get("loadavg"),
+                           "effective": c.get("effective"), **r}
                           for c, r in zip(raw["configs"], rows)]
     if len(rows) > len({r["name"] for r in rows}):
         summary["medians"] = medians(rows)
@@ -238,7 +406,9 @@ def write(raw: dict, out: Path, name: str = "replay", plot: bool = True) -> dict
                   f"matplotlib), then python -m bench.report {paths['raw']}")
         else:
             paths["png"] = out / f"{name}.png"
-            plot_figure(raw, rows, paths["png"])
+            plot_headline(raw, paths["png"])
+            paths["latency_png"] = out / f"{name}-latency.png"
+            plot_figure(raw, rows, paths["latency_png"])
     return paths
 
 

@@ -23,8 +23,12 @@ from . import pipeline
 from .arguments import positive_int
 from .context import SourceFile
 from .engine import EngineConfig, EngineError, create_engine
-from .engine.config import DEFAULT_MODEL, HOUSE_DRAFTS, SPECULATION
+from .engine.config import DEFAULT_MODEL, HOUSE_DRAFTS, SPECULATION, VLLM_ONLY_SPECULATION
+
+# the embedded engine's methods: `complete` has no --backend (the vLLM-only ones are settings of completer-lsp)
+CLI_SPECULATION = tuple(s for s in SPECULATION if s not in VLLM_ONLY_SPECULATION)
 from .pipeline import Settings
+from .prompt import TEMPLATES
 
 
 class UsageError(Exception):
@@ -87,10 +91,15 @@ async def complete(args) -> int:
     # no --draft: the draft that ships with a house target (v2's for v2, v1's for v1); another model has none
     draft = args.draft if args.draft else (None if args.speculation in ("none", "ngram")
                                            else HOUSE_DRAFTS.get(args.model))
-    config = EngineConfig(model=args.model, draft=draft, speculation=args.speculation,
-                          num_speculative_tokens=args.k, device=args.device)
+    if args.url:   # the model runs in an inference server (`completer serve`): speculation is the server's
+        config = EngineConfig(backend="remote", url=args.url, model=args.model)
+    else:
+        config = EngineConfig(model=args.model, draft=draft, speculation=args.speculation,
+                              num_speculative_tokens=args.k, device=args.device)
     engine = create_engine(config)
     try:
+        if (warning := pipeline.check_template(args.template, engine)) is not None:
+            print(f"completer: warning: {warning}", file=sys.stderr)
         settings = Settings(template=args.template, budget_tokens=args.context_tokens, max_tokens=args.max_tokens,
                             temperature=args.temperature, seed=args.seed, token_healing=args.token_healing)
         print(await pipeline.complete(SourceFile(path.resolve().as_uri(), "", text), offset, engine, settings,
@@ -113,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "twin":
         from .training.twin import main as twin_main
         return twin_main(argv[1:]) or 0
+    if argv and argv[0] == "serve":
+        from .engine.remote.serve import main as serve_main
+        return serve_main(argv[1:]) or 0
     if argv and argv[0] == "train-drafter":
         from .training.train_drafter import main as drafter_main
         return drafter_main(argv[1:]) or 0
@@ -128,11 +140,13 @@ def main(argv: list[str] | None = None) -> int:
                         f"house:target)")
     c.add_argument("--draft", default=None, help="draft model (default: the house target's own draft, "
                    "house:v2/draft for house:v2/target, house:draft for house:target; none for other models)")
-    c.add_argument("--speculation", choices=SPECULATION, default="auto",
+    c.add_argument("--speculation", choices=CLI_SPECULATION, default="auto",
                    help="auto (default): what `completer tune` measured fastest for these models here, else none")
     c.add_argument("--k", type=k_arg, default="adaptive", help="draft tokens per step, or 'adaptive'")
     c.add_argument("--max-tokens", type=positive_int, default=64, help="upper bound; line completions use fewer")
-    c.add_argument("--template", default="auto", help="FIM template: auto (from the model) | house | qwen | ...")
+    c.add_argument("--template", default="auto", choices=("auto",) + TEMPLATES,
+                   help="FIM template (default auto: the model's own; another one is refused when the model's "
+                        "vocabulary lacks its special tokens, else warned about)")
     c.add_argument("--context-tokens", type=positive_int, default=1024, help="prompt budget in tokens")
     c.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     c.add_argument("--temperature", type=float, default=0.0)
@@ -141,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
                         "model re-type the rest, see completer/healing.py)")
     c.add_argument("--seed", type=int, default=None)
     c.add_argument("--stats", action="store_true", help="print the engine counters to stderr")
+    c.add_argument("--url", default=None, help="complete through the model served at URL (`completer serve` there: "
+                   "backend 'remote'); --model then names the same model, for its tokenizer and template")
+    sub.add_parser("serve", help="run the model in vLLM's server with the project's settings and print the editor's "
+                   "settings for it (see completer.engine.remote.serve)")
     sub.add_parser("train", help="train the house tokenizer and model pair (see completer.training.train)")
     sub.add_parser("tune", help="measure each speculation method and k here and write the winning settings")
     sub.add_parser("train-drafter", help="train an EAGLE-3 (or, --method dflash, a DFlash) drafter for a target "

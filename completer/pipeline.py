@@ -27,12 +27,12 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-from .context import PromptPlan, SourceFile, build_prompt
+from .context import SNIPPET_SHARE, PromptPlan, Snippet, SourceFile, build_prompt
 from .context.syntax import Trees
 from .engine import Engine, Request
 from .healing import heal_plan
 from .postprocess import postprocess
-from .prompt import TEMPLATES, fim_prompt
+from .prompt import TEMPLATE_MARKERS, TEMPLATES, fim_prompt
 from .text import indentation
 
 
@@ -51,7 +51,8 @@ class Settings:
     next_line: bool = False         # at the end of a finished line, a request that wrote nothing is asked for the
                                     # next line (ghost text "\n" + indentation + that line). Off: with the house
                                     # models no such next line was right in the CPU replay (bench/results/
-                                    # replay-fb6d48f: 0 of 7-15 a round), so it only added wrong ghost text
+                                    # replay-fb6d48f at b4844c3: 0 of 7-15 a round), so it only added wrong ghost text
+    snippet_share: float = SNIPPET_SHARE  # most of the prompt budget that context from beyond the open file takes
 
 
 def resolve_template(template: str, engine: Engine) -> str:
@@ -63,14 +64,38 @@ def resolve_template(template: str, engine: Engine) -> str:
     return template
 
 
+def check_template(template: str, engine: Engine) -> str | None:
+    """For a template named explicitly (not ``"auto"``): ValueError when its special tokens are not in the model's
+    vocabulary (the model would read them as text and write garbage), else a warning when it is not the model's own
+    template (same tokens in another order, e.g. ``qwen`` on a house model, also gives garbage); None when fine."""
+    name = resolve_template(template, engine)
+    own = engine.prompt_template
+    if template == "auto" or name == own:
+        return None
+    tokenizer = getattr(engine, "tokenizer", None)
+    if tokenizer is not None:
+        missing = [m for m in TEMPLATE_MARKERS[name]
+                   if tokenizer.token_to_id(m) is None and tokenizer.token_to_id("\u2581" + m) is None]
+        if missing:
+            raise ValueError(f"template {name!r}: the model's vocabulary has no {', '.join(missing)} (its own "
+                             f"template is {own!r}; leave the template on 'auto')")
+    if name == "plain":
+        return f"template 'plain' sends only the code before the cursor (the model's own, {own!r}, sends both sides)"
+    return (f"template {name!r} is not this model's own ({own!r}): it was not trained on that prompt layout and "
+            f"its completions will likely be garbage")
+
+
 def plan(source: SourceFile, offset: int, engine: Engine, settings: Settings = Settings(),
-         others: Sequence[SourceFile] = (), trees: Trees | None = None) -> PromptPlan:
+         others: Sequence[SourceFile] = (), trees: Trees | None = None,
+         snippets: Sequence[Snippet] = ()) -> PromptPlan:
     """The prompt plan at ``offset`` of ``source`` within ``settings.budget_tokens`` tokens of ``engine``; with
     ``settings.token_healing`` the prompt ends on a token boundary (an engine without a ``tokenizer`` is not
-    healed). ``trees``: the caller's parse trees of its open documents (incremental re-parsing), if it keeps them."""
+    healed). ``trees``: the caller's parse trees of its open documents (incremental re-parsing), if it keeps them.
+    ``snippets``: context from beyond the open file that the caller made off the keystroke path."""
     p = build_prompt(source, offset, others=list(others), count_tokens=engine.count_tokens,
                      budget_tokens=settings.budget_tokens, template=resolve_template(settings.template, engine),
-                     max_tokens=settings.max_tokens, trees=trees)
+                     max_tokens=settings.max_tokens, trees=trees, snippets=snippets,
+                     snippet_share=settings.snippet_share)
     return heal_plan(p, getattr(engine, "tokenizer", None), settings.heal_word) if settings.token_healing else p
 
 

@@ -12,6 +12,9 @@ Templates (``TEMPLATES``):
 - ``starcoder``: StarCoder/StarCoder2 PSM ``<fim_prefix>C P<fim_suffix>S<fim_middle>``.
 - ``codellama``: Code Llama PSM ``<PRE> C P <SUF>S <MID>`` (the spaces are part of its format).
 - ``deepseek``: DeepSeek-Coder ``<｜fim▁begin｜>C P<｜fim▁hole｜>S<｜fim▁end｜>``.
+- ``smollm2-fim``: SmolLM2 taught fill-in-the-middle (``house:smollm2/fim``), the house SPM order written with
+  three of SmolLM2's own special tokens, since its tokenizer has no FIM tokens (``FIM_TOKENS``):
+  ``<issue_comment>S<issue_start>C P<issue_closed>``.
 - ``plain``: a left-to-right model without FIM tokens (SmolLM2, most GGUF chat/base models): ``C P`` only; the
   suffix is not in the prompt (postprocess still drops text that repeats what follows the cursor).
 
@@ -26,7 +29,14 @@ from pathlib import Path
 
 from .shipped import HOUSE_DIR
 
-TEMPLATES = ("house", "qwen", "starcoder", "codellama", "deepseek", "plain")
+TEMPLATES = ("house", "qwen", "starcoder", "codellama", "deepseek", "smollm2-fim", "plain")
+
+# The tokens that play the parts of prefix, suffix and middle in a template without FIM tokens of its own: SmolLM2's
+# vocabulary (49152 ids) has none, so ``house:smollm2/fim`` was trained with three special tokens it already has and
+# that code never contains (the GitHub-issue markers of its pre-training data), keeping the tokenizer and the vocabulary
+# as they are (the delta changes those three embedding rows).
+FIM_TOKENS = {"smollm2-fim": {"<|fim_prefix|>": "<issue_start>", "<|fim_suffix|>": "<issue_comment>",
+                              "<|fim_middle|>": "<issue_closed>"}}
 
 # The end-of-text / file-separator strings each family may emit; the engine stops on EOS itself, these are for
 # postprocess-independent stop lists.
@@ -36,6 +46,7 @@ END_TOKENS = {
     "starcoder": ("<|endoftext|>", "<file_sep>"),
     "codellama": ("<EOT>", "</s>"),
     "deepseek": ("<｜end▁of▁sentence｜>", "<|EOT|>"),
+    "smollm2-fim": ("<|endoftext|>", "<issue_start>", "<issue_comment>", "<issue_closed>"),
     "plain": ("<|endoftext|>", "</s>", "<|im_end|>", "<|eot_id|>"),
 }
 
@@ -47,6 +58,17 @@ ALL_END_TOKENS = tuple(dict.fromkeys(t for ends in END_TOKENS.values() for t in 
 # took over): the one place they are written; the house tokenizer (completer.models.tokenizer), the training samples
 # and the benchmarks take them from here.
 FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE = "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"
+
+
+# Each template's special tokens, as fim_prompt writes them: a model whose vocabulary lacks them reads them as text
+TEMPLATE_MARKERS = {
+    "house": (FIM_SUFFIX, FIM_PREFIX, FIM_MIDDLE),
+    "qwen": (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE),
+    "starcoder": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>"),
+    "codellama": ("<PRE>", "<SUF>", "<MID>"),
+    "deepseek": ("<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"),
+    "plain": (),
+}
 
 
 def fim_prompt(prefix: str, suffix: str, template: str, context: str = "") -> str:
@@ -64,6 +86,9 @@ def fim_prompt(prefix: str, suffix: str, template: str, context: str = "") -> st
         return f"<PRE> {before} <SUF>{suffix} <MID>"
     if template == "deepseek":
         return f"<｜fim▁begin｜>{before}<｜fim▁hole｜>{suffix}<｜fim▁end｜>"
+    if template == "smollm2-fim":
+        t = FIM_TOKENS[template]
+        return f"{t['<|fim_suffix|>']}{suffix}{t['<|fim_prefix|>']}{before}{t['<|fim_middle|>']}"
     if template == "plain":
         return before
     raise ValueError(f"unknown FIM template {template!r}; expected one of {', '.join(TEMPLATES)}")

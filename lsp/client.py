@@ -325,6 +325,9 @@ class Server:
             fd, log_path = tempfile.mkstemp(prefix=f"completer-{transport}-", suffix=".log")
             os.close(fd)
         self.log_path = Path(log_path)
+        if transport == "stdio" and not server_cmd and "--log-file" not in self.cmd:
+            # over stdio the server sends its log to the client (window/logMessage) unless given a file
+            self.cmd += ["--log-file", str(self.log_path)]
         self.proc: asyncio.subprocess.Process | None = None
         self.address: tuple[str, int] | None = None
         self._log = None
@@ -342,7 +345,8 @@ class Server:
         """Start the process; for ws/tcp, wait until its log names the port it listens on."""
         if self.connect_url or self.proc is not None:
             return
-        self._log = open(self.log_path, "wb")
+        open(self.log_path, "wb").close()
+        self._log = open(self.log_path, "ab")      # appending, like the server's own --log-file handler
         stdio = self.transport == "stdio"
         pipe, null = asyncio.subprocess.PIPE, asyncio.subprocess.DEVNULL
         # a ws/tcp server's stdout goes to the log too: what it (or a library in it, or a child process such as

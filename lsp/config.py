@@ -4,10 +4,11 @@ JSON keys are camelCase; ``engine`` is the :class:`completer.engine.EngineConfig
 names). Example with the defaults::
 
     {"engine": {"backend": "torch", "model": "house:v2/target", "draft": "house:v2/draft", "speculation": "auto", ...},
-     "maxTokens": 64, "debounceMs": 30, "contextBudgetTokens": 1024, "cancelStaleRequests": true,
+     "maxTokens": 32, "debounceMs": 30, "contextBudgetTokens": 1024, "cancelStaleRequests": true,
      "typeThroughCache": true, "template": "auto", "maxDocumentChars": 2000000, "maxPromptTokens": 4096,
-     "engineStartTimeoutS": 300, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": true,
-     "debounceMinMs": 0, "debounceMaxMs": 300, "answerBoundMs": 1000}
+     "engineStartTimeoutS": 300, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": false,
+     "debounceMinMs": 0, "debounceMaxMs": 300, "answerBoundMs": 1000,
+     "contextSources": ["imports", "similar", "edits"], "snippetShare": 0.1}
 
 Bad options in ``initialize`` are answered with an ``initialize`` error (-32602, InvalidParams) whose message names
 the bad field; the server keeps running and the client may ``initialize`` again. Bad options in
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from completer.engine import EngineConfig
+from completer.context import SNIPPET_SHARE
 from completer.pipeline import Settings
 from completer.prompt import TEMPLATES
 
@@ -52,6 +54,20 @@ def _bool(name: str, v: Any) -> bool:
     return v
 
 
+# the context sources a client may switch on (lsp/context_sources.py): definitions of imported names from the
+# workspace's files, similar windows of recently used files, recently edited ranges
+CONTEXT_SOURCES = ("imports", "similar", "edits")
+
+
+def _sources(name: str, v: Any) -> tuple[str, ...]:
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise ConfigError(f"{name}: expected a list of names, got {v!r}")
+    bad = sorted(set(v) - set(CONTEXT_SOURCES))
+    if bad:
+        raise ConfigError(f"{name}: unknown source(s) {bad}; known: {list(CONTEXT_SOURCES)}")
+    return tuple(x for x in CONTEXT_SOURCES if x in v)
+
+
 def _template(name: str, v: Any) -> str:
     if v != "auto" and v not in TEMPLATES:
         raise ConfigError(f"{name}: must be 'auto' or one of {', '.join(TEMPLATES)}, got {v!r}")
@@ -61,7 +77,8 @@ def _template(name: str, v: Any) -> str:
 @dataclass(frozen=True)
 class ServerConfig:
     engine: EngineConfig = field(default_factory=EngineConfig)
-    max_tokens: int = 64                  # new tokens per completion
+    max_tokens: int = 32                  # new tokens per completion (64 answered later under load and was right
+                                          # no more often: bench/results/replay/)
     debounce_ms: float = 30.0             # wait before calling the engine (not when answering from cache)
     context_budget_tokens: int = 1024     # prompt budget given to completer.context.build_prompt
     cancel_stale_requests: bool = True    # False: every request runs to the end (naive server, for benchmarks)
@@ -73,12 +90,16 @@ class ServerConfig:
                                            # request waits at most --engine-loading-wait, then gets "engine loading"
     reuse_in_flight: bool = True          # a keystroke that types what the running request writes is answered by it
     early_answer: bool = False            # answer at the end of the first line; the block finishes in the background
-    adaptive_debounce: bool = True        # debounce learned from the client's typing rhythm and the engine's time
-                                          # (else debounceMs); on: bench/results/replay-issue13-allkeys
+    adaptive_debounce: bool = False       # debounce learned from the client's typing rhythm and the engine's time
+                                          # (else debounceMs); off: on a busy 2-core machine it left ghost text
+                                          # before the next key on far fewer keystrokes (bench/results/replay/)
     debounce_min_ms: float = 0.0          # bounds of the adaptive debounce
-    debounce_max_ms: float = 300.0        # under load the adaptive wait skips mid-burst keys (reliability-issue13-bound)
+    debounce_max_ms: float = 300.0        # under load the adaptive wait skips mid-burst keys
+                                          # (bench/results/reliability-issue13-bound at b4844c3)
     token_healing: bool = True            # prompt backed up to a token boundary at the cursor (completer.healing)
     answer_bound_ms: float = 1000.0       # refuse ("server busy") what cannot be answered within this; 0 = never
+    context_sources: tuple[str, ...] = CONTEXT_SOURCES   # context from beyond the open file (lsp/context_sources.py)
+    snippet_share: float = SNIPPET_SHARE  # most of the prompt budget those sources take
 
     # JSON name -> (field name, validator)
     _KEYS = {
@@ -98,6 +119,8 @@ class ServerConfig:
         "debounceMaxMs": ("debounce_max_ms", lambda n, v: _number(n, v, 0, 10_000)),
         "tokenHealing": ("token_healing", _bool),
         "answerBoundMs": ("answer_bound_ms", lambda n, v: _number(n, v, 0, 3_600_000)),
+        "contextSources": ("context_sources", _sources),
+        "snippetShare": ("snippet_share", lambda n, v: _number(n, v, 0, 0.6)),
     }
 
     def updated(self, options: Any, where: str = "initializationOptions") -> "ServerConfig":
@@ -133,10 +156,11 @@ class ServerConfig:
     def settings(self) -> Settings:
         """The pipeline's settings: the prompt gets ``min(contextBudgetTokens, maxPromptTokens)`` tokens."""
         return Settings(template=self.template, budget_tokens=min(self.context_budget_tokens, self.max_prompt_tokens),
-                        max_tokens=self.max_tokens, token_healing=self.token_healing)
+                        max_tokens=self.max_tokens, token_healing=self.token_healing, snippet_share=self.snippet_share)
 
     def to_json(self) -> dict:
         d = {key: getattr(self, fname) for key, (fname, _) in self._KEYS.items()}
+        d["contextSources"] = list(self.context_sources)
         d["engine"] = dataclasses.asdict(self.engine)
         return d
 

@@ -61,7 +61,8 @@ async def prompt(ls, params: Any) -> dict:
         raise refusal(str(e)) from None
     try:
         plan = pipeline.plan(source(snap), offset, engine, ls.config.settings(),
-                             [source(o) for o in ls.other_documents(uri)], ls.documents.trees)
+                             [source(o) for o in ls.other_documents(uri)], ls.documents.trees,
+                             ls.context.snippets(uri, position.line))
     except ValueError as e:
         raise JsonRpcException(f"completer/prompt failed: {e}", code=REQUEST_FAILED) from None
     return {"prompt": plan.prompt, "mode": plan.mode, "stop": list(plan.stop), "context": plan.context,

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
 from completer import pipeline
-from completer.context import SourceFile
+from completer.context import Snippet, SourceFile
 from completer.context.syntax import Trees
 from completer.engine.base import RequestError
 
@@ -184,9 +184,10 @@ class Lifecycle:
 
     # --- the request --------------------------------------------------------------------------------------
     async def complete(self, snap: Snapshot, offset: int, others: Sequence[Snapshot] = (),
-                       trees: Trees | None = None) -> Completion:
+                       trees: Trees | None = None, snippets: Sequence[Snippet] = ()) -> Completion:
         """The completion at ``offset`` of ``snap``; raises CancelledError when superseded or cancelled.
-        ``trees``: the connection's parse trees (``DocumentStore.trees``)."""
+        ``trees``: the connection's parse trees (``DocumentStore.trees``); ``snippets``: context from beyond the
+        open file, as the context sources' cache holds it (``lsp/context_sources.py``)."""
         cfg = self._config()
         t0 = time.perf_counter()
         self.stats.requests_received += 1
@@ -200,11 +201,11 @@ class Lifecycle:
                 self.stats.served_from_cache += 1
                 result = Completion(rest, offset, from_cache=True)
             elif not cfg.cancel_stale_requests:
-                result = Completion(await self._run_to_end(snap, offset, others, cfg, trees), offset)
+                result = Completion(await self._run_to_end(snap, offset, others, cfg, trees, snippets), offset)
             else:                          # the bound counts from the message's arrival (waiting in the inbox too)
                 arrived = ARRIVED.get()
                 result = await self._from_flight(snap, offset, others, cfg, trees,
-                                                 t0 if arrived is None else min(t0, arrived))
+                                                 t0 if arrived is None else min(t0, arrived), snippets)
             if result.text:
                 self.stats.completions_served += 1
             else:
@@ -230,7 +231,7 @@ class Lifecycle:
                     del self._inflight[snap.uri]
 
     async def _from_flight(self, snap: Snapshot, offset: int, others: Sequence[Snapshot], cfg: ServerConfig,
-                           trees: Trees | None, t0: float) -> Completion:
+                           trees: Trees | None, t0: float, snippets: Sequence[Snippet] = ()) -> Completion:
         """Answer from the document's flight when the user typed what it writes; else debounce, start a new one.
         ``t0``: when the request came (``answerBoundMs`` counts from it)."""
         self.load.asked += 1
@@ -268,7 +269,7 @@ class Lifecycle:
             raise Busy(f"server busy: {self.load.running} completions are running and a new one would take about "
                        f"{predicted * 1000:.0f} ms, over answerBoundMs {cfg.answer_bound_ms:g}; not started "
                        f"(ask again)")
-        flight, waited = await self._start(snap, offset, others, cfg, trees)
+        flight, waited = await self._start(snap, offset, others, cfg, trees, snippets)
         text = await self._wait(flight, "", cfg, None if deadline is None else deadline + waited, asked)
         if text is None:                   # the engine aborted it (restart, close) or it failed
             if flight.gen.error is not None:
@@ -343,13 +344,13 @@ class Lifecycle:
         asyncio.get_running_loop().call_later(ORPHAN_GRACE_S, check)
 
     async def _start(self, snap: Snapshot, offset: int, others: Sequence[Snapshot], cfg: ServerConfig,
-                     trees: Trees | None) -> tuple[Flight, float]:
+                     trees: Trees | None, snippets: Sequence[Snippet] = ()) -> tuple[Flight, float]:
         """A new flight, and the seconds spent waiting for the engine to load (not the engine's answer time)."""
         t = time.perf_counter()
         engine = await self.host.get(cfg.engine_start_timeout_s)
         waited = time.perf_counter() - t
         settings = cfg.settings()
-        plan = pipeline.plan(source(snap), offset, engine, settings, [source(o) for o in others], trees)
+        plan = pipeline.plan(source(snap), offset, engine, settings, [source(o) for o in others], trees, snippets)
         gen = pipeline.Generation(engine, plan, f"{snap.uri}@{snap.version}#{next(_REQUEST_IDS)}", settings,
                                   cache_key=snap.uri)
         flight = Flight(gen, snap.text[:offset], snap.text[offset:])
@@ -394,13 +395,13 @@ class Lifecycle:
             flight.task.cancel()           # closes the engine stream: the one abort the engine sees
 
     async def _run_to_end(self, snap: Snapshot, offset: int, others: Sequence[Snapshot], cfg: ServerConfig,
-                          trees: Trees | None) -> str:
+                          trees: Trees | None, snippets: Sequence[Snippet] = ()) -> str:
         """``cancelStaleRequests: false``: this request's own engine request, to its end (naive server)."""
         if cfg.debounce_ms > 0:
             await asyncio.sleep(cfg.debounce_ms / 1000)
         engine = await self.host.get(cfg.engine_start_timeout_s)
         settings = cfg.settings()
-        plan = pipeline.plan(source(snap), offset, engine, settings, [source(o) for o in others], trees)
+        plan = pipeline.plan(source(snap), offset, engine, settings, [source(o) for o in others], trees, snippets)
         gen = pipeline.Generation(engine, plan, f"{snap.uri}@{snap.version}#{next(_REQUEST_IDS)}", settings,
                                   cache_key=snap.uri)
         self.stats.engine_requests += 1

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OUTCOMES = ("served", "empty", "cache", "reused", "cancelled", "refused", "error")
+OUTCOME_KINDS = ("shown", "accepted_full", "accepted_partial", "typed_through", "rejected", "retained_30s",
+                 "retained_300s")
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0)
 TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 TPOT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
@@ -60,6 +62,14 @@ class Metrics:
         self.tpot = Histogram("completer_time_per_output_token_seconds",
                               "Time per generated token after the first, per engine request", buckets=TPOT_BUCKETS,
                               registry=r)
+        self.outcomes = Counter(
+            "completer_outcomes", "Shown completions by what became of them, per language: shown, accepted_full, "
+            "accepted_partial (a word or a line), typed_through, rejected (lsp/outcomes.py)", ["language", "outcome"],
+            registry=r)
+        self.outcome_chars = Counter(
+            "completer_outcome_chars", "Characters of ghost text per language: shown, accepted (accepted_full + "
+            "accepted_partial), typed_through, retained_30s / retained_300s (accepted characters still in the document "
+            "30 s / 5 min later)", ["language", "outcome"], registry=r)
         r.register(_EngineCollector(self))
         self.server = None
 
@@ -70,6 +80,15 @@ class Metrics:
         self.requests.labels(outcome).inc()
         if seconds is not None and outcome in ("served", "empty", "cache", "reused"):
             self.latency.observe(seconds)
+
+    def outcome(self, language: str, outcome: str, chars: int = 0) -> None:
+        """A shown completion's outcome (``lsp.outcomes``): counted, and its characters."""
+        if outcome not in OUTCOME_KINDS:
+            raise ValueError(f"unknown outcome {outcome!r}; known: {OUTCOME_KINDS}")
+        if not outcome.startswith("retained"):
+            self.outcomes.labels(language, outcome).inc()
+        if chars:
+            self.outcome_chars.labels(language, outcome).inc(chars)
 
     def generation(self, ttft_s: float | None, tpot_s: float | None) -> None:
         if ttft_s is not None:

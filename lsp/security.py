@@ -15,7 +15,7 @@ name a model in its settings, which makes the server read files. So:
   code 1009); over stdio/TCP a JSON-RPC frame whose ``Content-Length`` exceeds the limit is skipped unread and
   answered with -32600, and the connection keeps serving (:class:`FrameLimitReader`);
 - models: a client (over TCP or websocket) may only name ``house:*`` models, the models given on the server's command
-  line (``--model``), or models inside the folders of ``--allow-model-dir``; ``--allow-client-models`` lifts the
+  line (``--allow-model``), or models inside the folders of ``--allow-model-dir``; ``--allow-client-models`` lifts the
   restriction. Over stdio the client is the process that started the server (the editor, as the same user), so it
   may name any model, as it could have put it on the command line.
 
@@ -207,7 +207,7 @@ def check_models(config, policy: "Policy") -> None:
         name = getattr(config, what, None)
         if not model_allowed(name, policy):
             raise SecurityError(
-                f"{what} {name!r} is not allowed: clients may name house:* models, the server's --model models and "
+                f"{what} {name!r} is not allowed: clients may name house:* models, the server's --allow-model models and "
                 f"models under --allow-model-dir folders (the operator can pass --allow-client-models)")
 
 
@@ -242,8 +242,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                    help="also accept websocket handshakes with this Origin (wildcards: https://ide.example.com:*)")
     g.add_argument("--max-message-bytes", type=positive_int, default=DEFAULT_MAX_MESSAGE_BYTES,
                    help=f"largest JSON-RPC message accepted (default {DEFAULT_MAX_MESSAGE_BYTES})")
-    g.add_argument("--model", action="append", metavar="NAME",
-                   help="a model (folder or hub id) TCP/websocket clients may name in their settings (repeatable)")
+    g.add_argument("--allow-model", "--model", dest="model", action="append", metavar="NAME",
+                   help="allow TCP/websocket clients to name this model (folder, GGUF file or hub id) in their "
+                        "settings (repeatable). It loads nothing: the model served is the one the client's settings "
+                        "name (engine.model, engine.draft). --model is the old spelling of this option")
     g.add_argument("--allow-model-dir", action="append", metavar="DIR",
                    help="TCP/websocket clients may name models inside this folder (repeatable)")
     g.add_argument("--allow-client-models", action="store_true",

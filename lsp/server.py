@@ -37,11 +37,14 @@ from pygls.protocol import LanguageServerProtocol, default_converter
 from pygls.protocol.language_server import lsp_method
 from pygls.feature_manager import is_thread_function
 
+from completer.context.languages import canonical_language
 from completer.engine import EngineError
 from completer.engine.base import RequestError
 from completer.engine.supervisor import supervised
 
-from . import client_errors, completion, custom, inline, metrics, security, session, sync, transports
+from . import client_errors, completion, custom, inline, metrics, outcomes, security, session, sync, transports
+from .client_log import ClientLog
+from .context_sources import ContextSources
 from .config import ConfigError, ServerConfig
 from .documents import DocumentError, DocumentStore, Snapshot
 from .engine_host import LOADING_WAIT_S, EngineHost, EngineUnavailable
@@ -51,6 +54,12 @@ from .lifecycle import Completion, Lifecycle
 log = logging.getLogger("completer.lsp")
 
 VERSION = "0.1.0"
+
+USAGE_ON_A_TERMINAL = """\
+completer-lsp: a language server. It speaks LSP (JSON-RPC) on stdin/stdout and is started by an editor, not typed
+at: see editors/README.md for VS Code, Neovim and the web page. Waiting for LSP messages on stdin (Ctrl-C ends).
+  completer-lsp --ws 127.0.0.1:8765     serve websocket clients (the web page) instead
+  completer-lsp --help                  every option"""
 
 
 class _Malformed:
@@ -189,6 +198,8 @@ class CompleterServer(LanguageServer):
         self.engine_host = engine_host or EngineHost()
         self.policy = policy if policy is not None else security.Policy()
         self.lifecycle = Lifecycle(self.engine_host, lambda: self.config)
+        self.context = ContextSources(lambda: self.documents, lambda: self.config)
+        self.outcomes = outcomes.Outcomes(self._text_of, getattr(self.engine_host, "metrics", None))
         self.exit_hook = None  # set by the TCP/websocket transports: what `exit` does for one connection
         self.inbox = None      # set by the transports: the connection's lsp.inbox.Inbox
 
@@ -217,6 +228,9 @@ class CompleterServer(LanguageServer):
         except DocumentError as e:
             raise JsonRpcInvalidParams(str(e)) from None
 
+    def _text_of(self, uri: str) -> str | None:
+        return self.documents.get(uri).text if uri in self.documents else None
+
     def other_documents(self, uri: str) -> list[Snapshot]:
         return [self.documents.get(u) for u in self.documents.uris() if u != uri]
 
@@ -227,8 +241,14 @@ class CompleterServer(LanguageServer):
         snap, offset = self.locate(uri, position)
         if selected is not None:
             snap, offset = with_selection(snap, selected)
+        snippets = self.context.snippets(uri, snap.position_at(offset)[0])
         try:
-            return await self.lifecycle.complete(snap, offset, self.other_documents(uri), self.documents.trees)
+            result = await self.lifecycle.complete(snap, offset, self.other_documents(uri), self.documents.trees,
+                                                   snippets)
+            if result.text:
+                self.outcomes.shown(uri, canonical_language(snap.language_id, uri), snap.text[:offset],
+                                    snap.text[offset:], result.text)
+            return result
         except EngineUnavailable as e:
             raise refusal(str(e)) from None
         except RequestError as e:      # the engine refused this request (e.g. longer than the model's context)
@@ -240,6 +260,8 @@ class CompleterServer(LanguageServer):
     async def close(self) -> None:
         """Abort everything in flight (a vanished client, shutdown)."""
         self.lifecycle.cancel_all()
+        self.context.cancel_all()
+        self.outcomes.cancel_all()
         await asyncio.sleep(0)
 
     # --- settings -----------------------------------------------------------------------------------------
@@ -268,6 +290,8 @@ class CompleterServer(LanguageServer):
             "positionEncoding": self.documents.encoding,
             "inbox": dataclasses.asdict(self.inbox.stats) if self.inbox is not None else None,
             "config": self.config.to_json(),
+            "context": self.context.snapshot_stats(),
+            "outcomes": self.outcomes.snapshot(),
         }
 
 
@@ -293,6 +317,7 @@ def build_server(engine_host: EngineHost | None = None, policy: security.Policy 
     session.register(server)
     sync.register(server)
     custom.register(server)
+    outcomes.register(server)
     inline.register(server)
     completion.register(server)
     return server
@@ -319,8 +344,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--tcp", type=_host_port, metavar="HOST:PORT", help="listen for TCP clients")
     g.add_argument("--ws", type=_host_port, metavar="HOST:PORT", help="listen for websocket clients")
     ap.add_argument("--log-file", help="write the log here (default: stderr)")
-    ap.add_argument("--log-level", default="WARNING",
-                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
+    ap.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+                    help="default: INFO for the server's own lines (listening, engine ready), WARNING for the "
+                         "libraries'. Over stdio the log goes to the editor (window/logMessage), with --log-file "
+                         "to that file")
     security.add_arguments(ap)
     metrics.add_arguments(ap)
     ap.add_argument("--engine-loading-wait", type=float, default=LOADING_WAIT_S, metavar="S",
@@ -335,11 +362,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
-    handler.addFilter(client_errors.Filter())   # a client's mistake is one line, a server bug keeps its traceback
-    logging.basicConfig(level=args.log_level, handlers=[handler],
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     transport = "tcp" if args.tcp else "ws" if args.ws else "stdio"
+    if transport == "stdio" and sys.stdin.isatty():
+        print(USAGE_ON_A_TERMINAL, file=sys.stderr, flush=True)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler: logging.Handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(fmt)
+    client_log = None
+    if transport == "stdio" and not args.log_file:   # the editor gets the log as window/logMessage (lsp/client_log)
+        handler = client_log = ClientLog(fallback=handler)
+        client_log.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    handler.addFilter(client_errors.Filter())   # a client's mistake is one line, a server bug keeps its traceback
+    logging.basicConfig(level=args.log_level or "WARNING", handlers=[handler])
+    if args.log_level is None:                  # our own progress lines (listening, engine ready); libraries' warnings
+        for name in ("completer", "lsp"):
+            logging.getLogger(name).setLevel(logging.INFO)
+    logging.getLogger("lsp.listening").setLevel(logging.INFO)   # the port, which clients read from the log
     policy = security.Policy.from_args(args, transport)
     # restarts a failed engine (completer.engine.supervisor); --fault-after-steps is its test hook
     host = EngineHost(supervised(fault_after_steps=args.fault_after_steps, restart_wait_s=args.engine_loading_wait),
@@ -360,6 +398,11 @@ def main(argv: list[str] | None = None) -> None:
             serve = transports.serve_tcp if args.tcp else transports.serve_ws
             try:
                 serve(lambda: build_server(host, policy), bind, port, host, policy)
+            except KeyboardInterrupt:
+                # SIGTERM/SIGINT: asyncio's run has cancelled the serving task, whose finally closed the engine (and
+                # with vLLM its engine-core process). The interpreter's own teardown (the model's tensors, torch's
+                # threads) took 3-9 s more, so `kill PID` seemed to hang: end here, as the stdio server does
+                _exit_now(0)
             except OSError as e:
                 if e.errno not in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
                     raise
@@ -369,7 +412,7 @@ def main(argv: list[str] | None = None) -> None:
                 sys.exit(1)
         else:
             try:
-                transports.serve_stdio(build_server(host, policy), host, policy)
+                transports.serve_stdio(build_server(host, policy), host, policy, client_log)
             except SystemExit as e:    # `exit` (pygls calls sys.exit once the connection is closed)
                 _exit_now(e.code if isinstance(e.code, int) else 0)
             except KeyboardInterrupt:

@@ -14,6 +14,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from . import security
 from .config import ConfigError, ServerConfig
+from .context_sources import workspace_roots
 from .documents import DocumentStore
 
 
@@ -30,6 +31,7 @@ def initialize(ls, params: types.InitializeParams) -> None:
     chosen = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)  # what pygls advertises
     encoding = getattr(chosen, "value", chosen)
     ls.documents = DocumentStore(encoding, config.max_document_chars)
+    ls.context.set_roots(workspace_roots(params))
     ls.engine_host.start(config.engine)
 
 
@@ -42,6 +44,8 @@ def did_change_configuration(ls, params: types.DidChangeConfigurationParams) -> 
 
 async def shutdown(ls, params: None) -> None:
     ls.lifecycle.cancel_all()
+    ls.context.cancel_all()
+    ls.outcomes.cancel_all()
     if ls.exit_hook is None:   # stdio: the only client; TCP/ws connections share the engine with others
         await ls.engine_host.close()
 

@@ -23,6 +23,9 @@ from .engine_host import EngineHost
 from .inbox import Inbox, frame_reader, pump
 
 log = logging.getLogger(__name__)
+# "completer-lsp listening on ws ('127.0.0.1', 8765)": written at INFO whatever --log-level says (lsp.server sets this
+# logger's level), as clients read the port from it
+announce = logging.getLogger("lsp.listening")
 
 
 def _limited(reader, server, policy: security.Policy):
@@ -83,16 +86,21 @@ async def _finish(server) -> None:
         log.exception("closing the connection's server failed")
 
 
-def serve_stdio(server, host: EngineHost, policy: security.Policy) -> None:
+def serve_stdio(server, host: EngineHost, policy: security.Policy, client_log=None) -> None:
+    """``client_log``: an :class:`lsp.client_log.ClientLog` that sends the log to this client while it is connected."""
 
     async def main() -> None:
         server._stop_event = stop = threading.Event()
+        if client_log is not None:
+            client_log.connect(server, asyncio.get_running_loop())
         reader = _limited(StdinAsyncReader(sys.stdin.buffer, server.thread_pool), server, policy)
         server.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
         try:
             await pump(frame_reader(reader), _inbox(server), server.protocol, stop,
                        error_handler=server.report_server_error)
         finally:
+            if client_log is not None:
+                client_log.disconnect()
             log.info("client gone (end of input): aborting its requests")
             await _finish(server)
             await host.close()
@@ -124,7 +132,7 @@ def serve_tcp(make_server: Callable[[], object], bind: str, port: int, host: Eng
 
     async def main() -> None:
         srv = await asyncio.start_server(connection, bind, port)
-        log.warning("completer-lsp listening on tcp %s", ", ".join(str(s.getsockname()) for s in srv.sockets))
+        announce.info("completer-lsp listening on tcp %s", ", ".join(str(s.getsockname()) for s in srv.sockets))
         try:
             async with srv:
                 await srv.serve_forever()
@@ -161,7 +169,7 @@ def serve_ws(make_server: Callable[[], object], bind: str, port: int, host: Engi
 
     async def main() -> None:
         async with serve(connection, bind, port, **security.ws_serve_kwargs(policy)) as srv:
-            log.warning("completer-lsp listening on ws %s", ", ".join(str(s.getsockname()) for s in srv.sockets))
+            announce.info("completer-lsp listening on ws %s", ", ".join(str(s.getsockname()) for s in srv.sockets))
             try:
                 await srv.serve_forever()
             finally:

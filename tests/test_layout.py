@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("completer.training",),                                # corpus, tokenizer, train, drafters, GGUF writing
     ("completer.tune",),                                    # measures the engines, saves the speculation choice
     ("lsp",),                                               # the language server and its client
-    ("completer.cli",),                                     # the command line: the top, nothing imports it
+    ("completer.cli", "completer.__main__"),                # the command line (python -m completer): the top
 ]
 
 

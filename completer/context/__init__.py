@@ -14,6 +14,11 @@ Token budget (``budget_tokens`` for the whole prompt, counted with the caller's 
 3. the file's imports;
 4. signatures of definitions whose names are used near the cursor (nearest use first), from this file and from
    ``others`` (other open documents).
+5. ``snippets``: context from beyond the open file, made off the keystroke path by the caller (definitions of
+   imported names from the workspace's files, ``workspace.py``; similar windows of recently used files,
+   ``similar.py``; recently edited ranges, ``edits.py``), up to ``SNIPPET_SHARE`` of the budget (taken from the
+   near prefix's reservation down to ``NEAR_MIN_SHARE``), written first in the block (they change only when a file
+   is saved or the cursor moves to another region, so the engine's prefix KV cache reuses them).
 Priorities are strict between these classes (once an item of one class does not fit, no item of a lower class is
 taken) and greedy within a class. Whatever the context does not use goes back to the prefix, which then reaches further up. Context items that the
 prefix window already shows are left out.
@@ -34,7 +39,8 @@ other language id gets the same windows without syntax context (``language == "t
 
 from __future__ import annotations
 
-from .builder import ANCHOR_STEP, NEAR_SHARE, SUFFIX_SHARE, build_prompt
-from .plan import PromptPlan, SourceFile
+from .builder import ANCHOR_STEP, NEAR_SHARE, SNIPPET_SHARE, SUFFIX_SHARE, build_prompt
+from .plan import PromptPlan, Snippet, SourceFile
 
-__all__ = ["SourceFile", "PromptPlan", "build_prompt", "ANCHOR_STEP", "NEAR_SHARE", "SUFFIX_SHARE"]
+__all__ = ["SourceFile", "PromptPlan", "Snippet", "build_prompt", "ANCHOR_STEP", "NEAR_SHARE", "SUFFIX_SHARE",
+           "SNIPPET_SHARE"]

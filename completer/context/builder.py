@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 from completer.prompt import END_TOKENS, fim_prompt
 from completer.text import clean_surrogates as sanitize
 
-from .plan import PromptPlan, SourceFile
+from .plan import PromptPlan, Snippet, SourceFile
 from .languages import INDENTED, canonical_language, comment_prefix, display_name
 from .mode import choose_mode
 from .syntax import Item, Trees, outline
@@ -28,6 +28,12 @@ MAX_SIGNATURES_PER_NAME = 2
 MAX_NAMES = 24
 MAX_OTHERS = 16
 LINE_MODE_MAX_TOKENS = 48
+SNIPPET_SHARE = 0.1     # most of the budget that context from beyond the open file (``snippets``) may take: at
+                        # 0.25 it shortened the near prefix and the single-file set lost (exact 4 vs 5 of 56, prefix
+                        # 7.1% vs 10.7%), at 0.1 not (5 vs 5); house v2 gains nothing from more on the cross-file set
+                        # (bench/results/crossfile)
+NEAR_MIN_SHARE = 0.35   # ...taken from the near prefix's reservation, which keeps at least this share
+SNIPPET_KINDS = ("import", "similar", "edit")   # their order in the block and in priority
 # languages whose definitions can be used from one another (other open documents of another family are skipped)
 FAMILY = {"c": "c", "cpp": "c", "javascript": "js", "typescript": "js", "tsx": "js"}
 
@@ -380,12 +386,53 @@ def _stops(mode, language: str, template: str, max_tokens: int) -> tuple[tuple[s
     return stop, max(1, int(max_tokens))
 
 
+def _snippet_block(snippets: Sequence[Snippet], budget: int, count, comment: str) -> str:
+    """The comment block of ``snippets`` within ``budget`` tokens: snippets taken by ``rank`` (the sources rank
+    their own: imported names' definitions, recent edits, similar windows, the imported files' other definitions),
+    each snippet's lines from its first while they fit; then written grouped by file (``from SOURCE:``), files in
+    the order they were first taken. The same snippets give the same block, so the KV of the prompt's start is
+    reused across keystrokes."""
+    if budget <= 0 or not snippets:
+        return ""
+    order = sorted((s for s in snippets if s.kind in SNIPPET_KINDS and s.lines),
+                   key=lambda s: (s.rank, SNIPPET_KINDS.index(s.kind), s.source))
+    groups: dict[tuple[str, str], list[str]] = {}
+    used = 0
+    for snip in order:
+        key = (snip.kind, snip.source)        # an imported file's tiers are written together
+        if key not in groups:
+            head = count(f"{comment} from {snip.source}:\n")
+            if used + head >= budget:
+                continue
+        else:
+            head = 0
+        taken = []
+        cost = head
+        for line in snip.lines:
+            rendered = f"{comment} {line}\n" if line.strip() else f"{comment}\n"
+            c = count(rendered)
+            if used + cost + c > budget:
+                break
+            taken.append(rendered)
+            cost += c
+        if taken:
+            groups.setdefault(key, []).extend(taken)
+            used += cost
+    block = "".join(f"{comment} from {src}:\n" + "".join(lines) for (_, src), lines in groups.items())
+    while block and count(block) > budget:       # per-line estimates can be low: drop whole lines from the end
+        block = block[:block.rstrip("\n").rfind("\n") + 1]
+    return block
+
+
 def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] = (),
                  count_tokens: Callable[[str], int], budget_tokens: int = 1024,
-                 template: str = "house", max_tokens: int = 64, trees: Trees | None = None) -> PromptPlan:
+                 template: str = "house", max_tokens: int = 64, trees: Trees | None = None,
+                 snippets: Sequence[Snippet] = (), snippet_share: float = SNIPPET_SHARE) -> PromptPlan:
     """The prompt for the cursor at ``offset`` of ``doc`` within ``budget_tokens`` (priorities in the package
     docstring): near suffix and prefix, then context as far as the budget goes, then the prefix takes the rest.
-    ``trees`` (the caller's per-document parse trees) makes re-parsing after a keystroke incremental."""
+    ``trees`` (the caller's per-document parse trees) makes re-parsing after a keystroke incremental. ``snippets``
+    (context from beyond the open file, made off the keystroke path) take up to ``snippet_share`` of the budget,
+    first in the context block."""
     fim_prompt("", "", template)                      # unknown template: ValueError before any work
     text = sanitize(doc.text if isinstance(doc.text, str) else "")
     offset = _clamp(offset, len(text))
@@ -400,16 +447,22 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
     suffix_tokens = count(suffix)
     lines = Lines(text, max(0, offset - budget * CHARS_PER_TOKEN_MAX), offset)
     near_budget = int(budget * NEAR_SHARE)
+    snippet_budget = int(budget * max(0.0, min(1.0, snippet_share))) if snippets else 0
+    if snippet_budget:                       # beyond-the-file context may shorten the near prefix's reservation
+        near_budget = max(int(budget * NEAR_MIN_SHARE), min(near_budget, budget - suffix_tokens - snippet_budget))
     near_line = lines.line_of(_prefix_window(before, near_budget, count, lines))
     ctx_budget = max(0, budget - suffix_tokens - near_budget)
-    # (2-4) context in what is left
     comment, this = comment_prefix(language), doc.uri
+    far = _snippet_block(snippets, min(snippet_budget, ctx_budget), count, comment)
+    ctx_budget = max(0, ctx_budget - count(far))
+    # (2-4) context in what is left
     chosen: list[Candidate] = []
     if ol is not None and ctx_budget > 0:
         chosen = _choose(_candidates(ol, doc, others, language, near_line), ctx_budget, count,
                          comment)
     marker = language != "text"
     chosen, context = _shrink_to_budget(chosen, ctx_budget, count, this, comment, marker)
+    context = far + context
     # what the context leaves goes back to the prefix; items the longer prefix shows are dropped from the context
     prefix_budget = max(near_budget, budget - suffix_tokens - count(context))
     start = _prefix_window(before, prefix_budget, count, lines)
@@ -417,7 +470,7 @@ def build_prompt(doc: SourceFile, offset: int, *, others: Sequence[SourceFile] =
     shown = [c for c in chosen if c.item.line >= start_line and c.source == this]
     if shown:
         chosen = [c for c in chosen if c not in shown]
-        context = _context_block(chosen, this, comment, marker)
+        context = far + _context_block(chosen, this, comment, marker)
     prompt, prefix = _fit_prompt(before, suffix, context, template, start, prefix_budget, budget_tokens, count,
                                  lines)
     stop, new_tokens = _stops(mode, language, template, max_tokens)

@@ -15,6 +15,19 @@ class SourceFile:
 
 
 @dataclass(frozen=True)
+class Snippet:
+    """Context from beyond the open file (``completer/context/workspace.py``, ``similar.py``, ``edits.py``), made
+    off the keystroke path and handed to ``build_prompt``: written as comment lines under ``from SOURCE:``."""
+    source: str                 # how the block names where it comes from (a workspace-relative path)
+    kind: str                   # "import" (definitions of imported names) | "similar" (a window like the cursor's)
+                                # | "edit" (lines edited recently)
+    lines: tuple[str, ...]      # most useful first: a budget cut drops lines from the end
+    names: tuple[str, ...] = ()  # names it defines (import snippets)
+    rank: int = 0               # order among snippets of its kind (lower: more useful)
+    score: float = 0.0          # similar windows: the Jaccard similarity
+
+
+@dataclass(frozen=True)
 class PromptPlan:
     prompt: str                 # the full model prompt, FIM template applied
     prefix: str                 # document text before the cursor that the prompt contains (possibly windowed)

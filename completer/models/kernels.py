@@ -27,7 +27,9 @@ import torch
 
 log = logging.getLogger(__name__)
 
-_SOURCE = Path(__file__).with_name("matvec.cpp")
+_HERE = Path(__file__).parent
+_SOURCES = ("matvec.cpp", "qmatvec.cpp")         # compiled into one extension
+_FILES = _SOURCES + ("kernel_common.h",)          # everything the build reads (hashed, copied into its folder)
 _lock = threading.Lock()
 _state: dict[str, object] = {}
 
@@ -62,15 +64,16 @@ def _build() -> object | None:
         cflags, ldflags = native + ["-fopenmp"], ["-fopenmp"]
         # one build folder per source text and flags, holding its own copy of the source: checkouts of the same
         # version (worktrees, CI copies) share one build, and different versions never rebuild over each other
-        code = _SOURCE.read_bytes()
-        key = code + " ".join(cflags + ldflags).encode()
+        codes = {f: (_HERE / f).read_bytes() for f in _FILES}
+        key = b"".join(f.encode() + codes[f] for f in _FILES) + " ".join(cflags + ldflags).encode()
         name = f"completer_kernels_{hashlib.sha256(key).hexdigest()[:12]}"
         folder = Path(cpp_extension._get_build_directory(name, verbose=False))
-        src = folder / "matvec.cpp"
-        if not src.is_file() or src.read_bytes() != code:
-            tmp = folder / f".matvec.{os.getpid()}.cpp"
-            tmp.write_bytes(code)
-            os.replace(tmp, src)
+        for f, code in codes.items():
+            dst = folder / f
+            if not dst.is_file() or dst.read_bytes() != code:
+                tmp = folder / f".{os.getpid()}.{f}"
+                tmp.write_bytes(code)
+                os.replace(tmp, dst)
         lock = folder / "lock"                     # left behind by a build that was killed: torch would wait forever
         if lock.exists() and time.time() - lock.stat().st_mtime > STALE_LOCK_S:
             log.warning("removing a stale extension build lock %s", lock)
@@ -80,7 +83,7 @@ def _build() -> object | None:
             t0 = time.monotonic()
         else:
             t0 = None
-        cpp_extension.load(name=name, sources=[str(src)], extra_cflags=cflags, extra_ldflags=ldflags, build_directory=str(folder),
+        cpp_extension.load(name=name, sources=[str(folder / f) for f in _SOURCES], extra_cflags=cflags, extra_ldflags=ldflags, build_directory=str(folder),
                            is_python_module=False, verbose=False)
         if t0 is not None:
             log.warning("CPU kernels built in %.1f s", time.monotonic() - t0)
@@ -108,6 +111,16 @@ def _build() -> object | None:
                 p = torch.softmax(keys[:4 + t] @ x[t, h] / 4.0, 0)
                 if not torch.allclose(y[t, h * 16:(h + 1) * 16], p @ vals[:4 + t], rtol=1e-4, atol=1e-5):
                     raise RuntimeError("attend disagrees with torch on a test case")
+        # linear_q: 4- and 8-bit blocks against their dequantised weights, to the input's int8 rounding
+        from completer.models.blocks import dequantise_q, pack_q
+        for bits, (m, k, n) in ((4, (3, 64, 40)), (8, (1, 96, 33))):
+            u = torch.randint(0, 2 ** bits, (n, k), generator=g, dtype=torch.uint8)
+            d, mn = (torch.rand(n, k // 32, generator=g) * 0.01).half(), (torch.randn(n, k // 32, generator=g) * 0.01).half()
+            x = torch.randn(m, k, generator=g)
+            want = x @ dequantise_q(u, d, mn).t()
+            got = ops.linear_q(x, *pack_q(u, d, mn, bits), n, bits)
+            if not torch.allclose(got, want, rtol=0.02, atol=0.02 * float(want.abs().max())):
+                raise RuntimeError(f"linear_q ({bits} bits) disagrees with the dequantised weights")
         return ops
     except Exception as e:  # noqa: BLE001 - any build failure means: use torch's op
         _state["reason"] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"

@@ -112,7 +112,7 @@ class PackedLinear:
         b = None if bias is None else bias.detach().float().contiguous()
         self._kernels = None
         if kind == "fp16":
-            from completer.models import kernels   # here: completer.engine imports this module
+            from . import kernels
             self._kernels = kernels.ops()
             if self._kernels is not None:
                 self._packed, self._bias = self._kernels.pack_f16(w), b
@@ -159,6 +159,35 @@ class PackedLinear:
         if kind == "int8" and not hasattr(torch.ops.aten, "_weight_int8pack_mm"):
             return "int8 weight packing needs torch.ops.aten._weight_int8pack_mm (torch >= 2.3)"
         return None
+
+
+class QuantLinear:
+    """One weight matrix kept in a GGUF file's own 4/8-bit blocks (Q4_0, Q4_1, Q8_0), multiplied by the engine's
+    ``linear_q`` kernel (completer/models/qmatvec.cpp: llama.cpp's integer dot products, the input rounded to int8
+    per block of 32) at every step, prompts included: the model then holds the file's ~5 bits per weight instead of
+    float32 (SmolLM2-135M: ~100 MB instead of ~800 MB with the fp16 copy), and a decode step streams those bytes.
+    Same call as ``PackedLinear``. ``rows(ids)`` dequantises rows (the embedding lookup of a tied head)."""
+
+    kind = "gguf"
+
+    def __init__(self, packed: dict, bias: torch.Tensor | None, kernels):
+        """``packed``: {"w", "wd", "wm": blocks.pack_q's tensors, "bits", "rows", "cols"} (gguf.block_weights)."""
+        self._packed = (packed["w"], packed["wd"], packed["wm"])
+        self.bits, self.out_features, self.in_features = int(packed["bits"]), int(packed["rows"]), int(packed["cols"])
+        self._kernels = kernels
+        self._bias = None if bias is None else bias.detach().float().contiguous()
+
+    def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None,
+                 norm: RMSNorm | None = None, glu: bool = False) -> torch.Tensor:
+        if norm is None:
+            return self._kernels.linear_q(x, *self._packed, self.out_features, self.bits, self._bias, residual,
+                                          None, 0.0, glu)
+        return self._kernels.linear_q(x, *self._packed, self.out_features, self.bits, self._bias, residual,
+                                      norm.weight, norm.eps, glu)
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        from .blocks import unpack_rows
+        return unpack_rows(*self._packed, self.bits, ids.reshape(-1)).view(*ids.shape, self.in_features)
 
 
 class Attention(nn.Module):
@@ -216,9 +245,9 @@ class Attention(nn.Module):
         if cache is not None:
             cache.k[layer, :, :, start:start + T] = k
             cache.v[layer, :, :, start:start + T] = v
-            if start:
-                k = cache.k[layer, :, :, : start + T]              # [B,Hkv,S,D]
-                v = cache.v[layer, :, :, : start + T]
+            if start or cache.k.dtype != k.dtype:                 # a 16-bit cache: what it holds
+                k = cache.k[layer, :, :, : start + T].to(q.dtype)  # [B,Hkv,S,D]
+                v = cache.v[layer, :, :, : start + T].to(q.dtype)
         if start == 0:                                              # whole sequence: causal, GQA in the kernel
             y = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, is_causal=T > 1, enable_gqa=H != Hkv)
             return y.transpose(1, 2).reshape(B, T, H * D)
@@ -266,6 +295,12 @@ class DecoderLayer(nn.Module):
         if step.packed and cache is not None and shape[0] == 1 and n1.eps == n2.eps:
             (q, o), (gu, d) = attn.packed, mlp.packed
             ops = q._kernels
+            if isinstance(q, QuantLinear) and attn.c.head_dim % 16 == 0:   # the same with GGUF's blocks
+                return ops.layer_step_q(x, q._packed, q.out_features, q._bias, o._packed, o.out_features,
+                                        gu._packed, gu.out_features, d._packed, d.out_features,
+                                        [q.bits, o.bits, gu.bits, d.bits], n1.weight, n2.weight, n1.eps,
+                                        step.cos, step.sin, cache.k[layer, 0], cache.v[layer, 0], step.start,
+                                        attn.c.num_attention_heads, attn.c.num_key_value_heads)
             if ops is not None and attn.c.head_dim % 16 == 0:   # the whole layer in one kernel call
                 return ops.layer_step(x, q._packed, q.out_features, q._bias, o._packed, o.out_features, gu._packed,
                                       gu.out_features, d._packed, d.out_features, n1.weight, n2.weight, n1.eps,
@@ -297,10 +332,20 @@ class _Step:
     packed: bool = False              # use the layers' PackedLinear weights (a step of few tokens, no autograd)
 
 
+class Embedding(nn.Embedding):
+    """``nn.Embedding`` without its random init on the meta device (``from_pretrained`` builds the model there and
+    loads the weights after): torch's ``normal_`` on a meta tensor goes through ``torch._refs``, whose first use
+    imports ``torch._dynamo``, 2-10 s of every start on 2 cores for nothing."""
+
+    def reset_parameters(self) -> None:
+        if not self.weight.is_meta:
+            super().reset_parameters()
+
+
 class Backbone(nn.Module):  # Hugging Face's ``model.`` prefix
     def __init__(self, c: ModelConfig):
         super().__init__()
-        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.embed_tokens = Embedding(c.vocab_size, c.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.num_hidden_layers))
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
 
@@ -313,12 +358,16 @@ class LlamaForCausalLM(nn.Module):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
-        cos, sin = rope_tables(config)
+        # inside from_pretrained's meta device the tables are made on the CPU (replaced after loading anyway): torch's
+        # arange on a meta tensor imports torch._dynamo, seconds of every start
+        cos, sin = rope_tables(config, device="cpu" if torch.get_default_device().type == "meta" else None)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.register_buffer("rope_sin_signed", signed_sin(sin), persistent=False)
-        self.packing: str | None = None                      # see pack_
+        self.packing: str | None = None                      # see pack_ ("gguf": see from_pretrained's blocks)
         self.packed_max_tokens = SMALL_STEP
+        self.embed_blocks: QuantLinear | None = None         # the embedding in GGUF blocks (then no float32 copy)
+        self.kv_dtype: torch.dtype | None = None             # the KV cache's (None: the weights'); see _use_blocks
 
     def init_weights(self, seed: int = 0) -> None:
         g = torch.Generator().manual_seed(seed)
@@ -342,11 +391,11 @@ class LlamaForCausalLM(nn.Module):
             cache.ensure(start + T)
         elif T > self.config.max_position_embeddings:
             raise ValueError(f"{T} tokens exceed the model's {self.config.max_position_embeddings} positions")
-        packed = self.packing is not None and B * T <= self.packed_max_tokens and not torch.is_grad_enabled()
+        packed = self._packed_step(B * T)
         step = _Step(start, self.rope_cos[start:start + T, None], self.rope_sin_signed[start:start + T, None], None,
                      packed)
         step.mask = self._mask(start, T, input_ids.device)
-        x = F.embedding(input_ids, self.model.embed_tokens.weight)                                 # [B,T,h]
+        x = self.embed(input_ids)                                                                   # [B,T,h]
         for i, layer in enumerate(self.model.layers):
             x = layer.forward(x, step, i, cache)
         if last_only:
@@ -359,6 +408,20 @@ class LlamaForCausalLM(nn.Module):
             if B == 1:
                 cache.tokens.extend(input_ids[0].tolist())
         return logits
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """Token ids [...] -> their embeddings [..., h] (from GGUF blocks when the model holds those)."""
+        if self.embed_blocks is not None:
+            return self.embed_blocks.rows(ids)
+        return F.embedding(ids, self.model.embed_tokens.weight)
+
+    def _packed_step(self, tokens: int) -> bool:
+        """Whether a forward of ``tokens`` new tokens (per sequence) runs on the packed weights."""
+        if self.packing == QuantLinear.kind:
+            if torch.is_grad_enabled():
+                raise RuntimeError("a model holding GGUF blocks runs without autograd only (torch.inference_mode)")
+            return True                           # every step: there are no float32 weights to fall back on
+        return self.packing is not None and tokens <= self.packed_max_tokens and not torch.is_grad_enabled()
 
     def _mask(self, start: int, T: int, device) -> torch.Tensor | None:
         """The attention mask of T new tokens after ``start`` cached positions (None when T == 1 or nothing is
@@ -396,14 +459,14 @@ class LlamaForCausalLM(nn.Module):
         ids = torch.tensor([t for s in seqs for t in s], dtype=torch.long, device=dev)
         pos = torch.tensor([p for st, t in zip(starts, lens) for p in range(st, st + t)], device=dev)
         cos, sin = self.rope_cos[pos][:, None], self.rope_sin_signed[pos][:, None]                   # [N,1,D]
-        packed = self.packing is not None and max(lens) <= self.packed_max_tokens and not torch.is_grad_enabled()
+        packed = self._packed_step(max(lens))
         parts, o = [], 0
         for st, t in zip(starts, lens):
             parts.append((o, t, _Step(st, cos[o:o + t], sin[o:o + t], self._mask(st, t, dev), packed)))
             o += t
         c = self.config
         H, Hkv, D = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        x = F.embedding(ids, self.model.embed_tokens.weight)[None]                                 # [1,N,h]
+        x = self.embed(ids)[None]                                                                  # [1,N,h]
         for li, layer in enumerate(self.model.layers):
             attn, n1 = layer.self_attn, layer.input_layernorm
             qkv = (attn.packed[0](x, norm=n1) if packed
@@ -442,6 +505,13 @@ class LlamaForCausalLM(nn.Module):
         and speculative verification read every weight once per token, so their bytes are the cost); prompts keep
         the float32 matmuls, which are faster at many tokens (a quality measurement packs every step). ``None``
         drops the copies. Needs ``fuse_`` first."""
+        if self.packing == QuantLinear.kind:
+            if kind == QuantLinear.kind:
+                return self
+            raise ValueError("this model holds a GGUF file's blocks and no float32 weights to pack "
+                             "(from_pretrained(..., blocks=False) loads the float32 weights)")
+        if kind == QuantLinear.kind:
+            raise ValueError("GGUF blocks come from the file: from_pretrained(..., blocks=True)")
         self.packed_max_tokens = max_tokens
         if kind is None:
             self.packing = None
@@ -491,12 +561,18 @@ class LlamaForCausalLM(nn.Module):
 
     def new_cache(self, capacity: int = 256) -> KVCache:
         p = next(self.parameters())
-        return KVCache(self.config, capacity=capacity, device=p.device, dtype=p.dtype)
+        return KVCache(self.config, capacity=capacity, device=p.device, dtype=self.kv_dtype or p.dtype)
 
     # --- Hugging Face checkpoint folders -----------------------------------------------------------------
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu",
-                        dtype: torch.dtype = torch.float32) -> "LlamaForCausalLM":
+                        dtype: torch.dtype = torch.float32, blocks: bool = False) -> "LlamaForCausalLM":
+        """The model of a Hugging Face folder (or of a GGUF file's cached folder, see completer.models.gguf).
+
+        ``blocks``: when the folder is a GGUF file whose matmul weights are all Q4_0/Q4_1/Q8_0, the engine's kernels
+        build here and the model runs on a float32 CPU, keep those weights in the file's blocks (``QuantLinear``,
+        packing "gguf": every forward on them, no float32 copy, inference only); otherwise (and for a folder with a
+        LoRA delta on the file, whose sums need float32 weights) the float32 weights."""
         from safetensors.torch import load_file
 
         path = Path(path)
@@ -506,26 +582,85 @@ class LlamaForCausalLM(nn.Module):
         with torch.device("meta"):
             model = cls(config)
         state: dict[str, torch.Tensor] = {}
+        packed: dict[str, dict] = {}
         files = sorted(path.glob("*.safetensors"))
         if not files and (path / "model.gguf").exists():   # a GGUF file, resolved by completer.models.gguf
-            from .gguf import read_state_dict
-            state = read_state_dict(path / "model.gguf", config)
+            from .gguf import block_weights, read_state_dict
+            # a LoRA delta on the file (house:smollm2/fim) is added to float32 weights: no blocks then
+            delta = (path / "model.delta").is_file()
+            kernels = cls._block_kernels(device, dtype) if blocks and not delta else None
+            if kernels is not None:
+                state, packed = block_weights(path, config)
+            else:
+                state = read_state_dict(path / "model.gguf", config)
         elif not files:
             raise FileNotFoundError(f"no *.safetensors weights in {path}")
         for f in files:
             state.update(load_file(str(f)))
+        if (path / "model.delta").is_file():        # base + a shipped LoRA delta (completer.models.delta)
+            from .delta import apply_delta, read_delta
+            state = apply_delta(state, *read_delta(path / "model.delta"))
         if config.tie_word_embeddings:
             state.pop("lm_head.weight", None)
-        missing = set(dict(model.named_parameters())) - set(state) - ({"lm_head.weight"} if config.tie_word_embeddings else set())
+        in_blocks = {n for n, p in model.named_parameters() if p.dim() == 2} if packed else set()
+        if config.tie_word_embeddings:
+            in_blocks.discard("lm_head.weight")
+        missing = (set(dict(model.named_parameters())) - set(state) - in_blocks
+                   - ({"lm_head.weight"} if config.tie_word_embeddings else set()))
         if missing:
             raise ValueError(f"checkpoint {path} lacks {sorted(missing)[:5]}")
-        model = model.to_empty(device=device)
-        model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False, assign=False)
+        for name in in_blocks:                             # no float32 storage for what stays in blocks
+            mod, _, attr = name.rpartition(".")
+            setattr(model.get_submodule(mod), attr, nn.Parameter(torch.empty(0, device="meta"), requires_grad=False))
+        # the loaded tensors become the parameters (assign): no empty copies of the meta ones first, whose
+        # empty_like on the meta device imports torch's symbolic shapes (sympy), seconds of every start
+        model.load_state_dict({k: v.to(device=device, dtype=dtype) for k, v in state.items()}, strict=False,
+                              assign=True)
         if config.tie_word_embeddings:
             model.lm_head.weight = model.model.embed_tokens.weight
         cos, sin = rope_tables(config, device=device)
         model.rope_cos, model.rope_sin, model.rope_sin_signed = cos, sin, signed_sin(sin)
-        return model.to(dtype).eval().fuse_()
+        left = []
+        for n, t in [*model.named_parameters(), *model.named_buffers()]:
+            if t.is_meta and t.numel() == 0:     # a placeholder (no float32 copy of weights kept elsewhere)
+                mod, _, attr = n.rpartition(".")
+                setattr(model.get_submodule(mod), attr,
+                        nn.Parameter(torch.empty(0, device=device, dtype=dtype), requires_grad=False))
+            elif t.is_meta:
+                left.append(n)
+        if left:
+            raise ValueError(f"checkpoint {path} left {left[:5]} unset")
+        if config.tie_word_embeddings:                     # the placeholder replaced above: tie again
+            model.lm_head.weight = model.model.embed_tokens.weight
+        model = model.to(dtype).eval()
+        return model._use_blocks(packed, kernels) if packed else model.fuse_()
+
+    @staticmethod
+    def _block_kernels(device, dtype):
+        """The engine's kernels when GGUF blocks can run here (a float32 CPU model and the kernels built), else None."""
+        if torch.device(device).type != "cpu" or dtype != torch.float32:
+            return None
+        from . import kernels
+        return kernels.ops()
+
+    def _use_blocks(self, packed: dict[str, dict], kernels) -> "LlamaForCausalLM":
+        """Every matmul on ``QuantLinear``s of ``packed`` (gguf.block_weights: q/k/v and gate/up stacked, as
+        ``fuse_`` stacks the float32 weights)."""
+        c = self.config
+        for i, layer in enumerate(self.model.layers):
+            a, m, pre = layer.self_attn, layer.mlp, f"model.layers.{i}."
+            bias = (torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]) if c.attention_bias else None)
+            a.packed = (QuantLinear(packed[pre + "qkv"], bias, kernels), QuantLinear(packed[pre + "o"], None, kernels))
+            m.packed = (QuantLinear(packed[pre + "gate_up"], None, kernels),
+                        QuantLinear(packed[pre + "down"], None, kernels))
+        embed = QuantLinear(packed["embed"], None, kernels)
+        self.embed_blocks = embed
+        self._packed_head = embed if c.tie_word_embeddings else QuantLinear(packed["head"], None, kernels)
+        self.packing, self.packed_max_tokens = QuantLinear.kind, 10 ** 9
+        # keys/values in 16 bits, as llama.cpp's default cache: half of what attention reads per token (at 1,000
+        # positions SmolLM2 read 46 MB of float32 keys/values a token, as much as half its weights)
+        self.kv_dtype = torch.float16
+        return self
 
     def save_pretrained(self, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> None:
         from safetensors.torch import save_file

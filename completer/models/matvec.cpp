@@ -1,5 +1,5 @@
 // y = x @ W^T (+ bias) (+ residual) for a few rows of x, with W stored in half precision: the matmul of a decode or
-// speculative-verification step, where streaming the weights is the whole cost (see completer/engine/kernels.py).
+// speculative-verification step, where streaming the weights is the whole cost (see completer/models/kernels.py).
 //
 // Each weight is read once per group of up to 6 input rows and converted to float32 in registers; products and
 // sums are float32. Output rows are split over torch's intra-op threads (at::parallel_for, which runs serially unless
@@ -7,58 +7,12 @@
 // is the one used. Every input row is computed the same way whatever the
 // number of rows, so a one-token decode and a (k+1)-token verification give the same numbers (lossless speculation
 // relies on it).
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <torch/library.h>
-#include <c10/util/Half.h>
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <vector>
-#include <cstdint>
-#if defined(__AVX512F__) && defined(__F16C__)
-#include <immintrin.h>
-#define COMPLETER_AVX512 1
-#endif
+#include "kernel_common.h"
+#include <type_traits>
+
+using namespace completer_kernels;
 
 namespace {
-
-#ifdef COMPLETER_AVX512
-// e^x for x <= 0 (softmax after subtracting the max, and silu's e^-|a|): range reduction by ln 2 and a degree-6
-// polynomial, ~1 ulp; e^x underflows to 0 below -87.
-inline __m512 exp512(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-#endif
-
-// silu(a) * b = a / (1 + e^-a) * b over n values
-void silu_mul(const float* a, const float* b, float* out, int64_t n) {
-  int64_t i = 0;
-#ifdef COMPLETER_AVX512
-  for (; i + 16 <= n; i += 16) {
-    const __m512 av = _mm512_loadu_ps(a + i);
-    const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(av)));   // e^-|a|
-    // sigmoid(a) = 1/(1+e^-a) for a >= 0, e^a/(1+e^a) for a < 0 (no overflow either way)
-    const __m512 sig_pos = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
-    const __m512 sig = _mm512_mask_mul_ps(sig_pos, _mm512_cmp_ps_mask(av, _mm512_setzero_ps(), _CMP_LT_OQ), e,
-                                          sig_pos);
-    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(av, sig), _mm512_loadu_ps(b + i)));
-  }
-#endif
-  for (; i < n; ++i) out[i] = a[i] / (1.0f + std::exp(-a[i])) * b[i];
-}
 
 // Weights are packed by ``pack_f16``: rows in groups of 16, each group stored k-major ([N/16][K][16] halves), so one
 // 32-byte load is weight k of 16 output rows. An output row's sum then runs over k in order in one vector lane, with
@@ -175,30 +129,8 @@ at::Tensor linear_f16(const at::Tensor& x, const at::Tensor& w, int64_t N, const
   TORCH_CHECK(w.dim() == 3 && w.size(2) == LANES && w.is_contiguous() && x.size(-1) == (glu ? 2 : 1) * w.size(1) &&
               w.size(0) * LANES >= N && w.size(0) * LANES < N + LANES, "linear_f16: w from pack_f16");
   const int64_t K = w.size(1), G = w.size(0);
-  at::Tensor xc = x.contiguous();
-  const int64_t M = xc.numel() / (glu ? 2 * K : K);
-  if (glu) {   // x = [gate, up] side by side: the input is silu(gate) * up
-    at::Tensor act = at::empty({M, K}, x.options());
-    for (int64_t m = 0; m < M; ++m)
-      silu_mul(xc.data_ptr<float>() + m * 2 * K, xc.data_ptr<float>() + m * 2 * K + K, act.data_ptr<float>() + m * K, K);
-    xc = act;
-  }
-  if (norm.has_value() && norm->defined()) {
-    const at::Tensor nc = norm->contiguous();
-    TORCH_CHECK(nc.scalar_type() == at::kFloat && nc.numel() == K, "linear_f16: norm [K] float32");
-    at::Tensor xn = at::empty({M, K}, x.options());
-    const float* src = xc.data_ptr<float>();
-    const float* nw = nc.data_ptr<float>();
-    float* dst = xn.data_ptr<float>();
-    for (int64_t m = 0; m < M; ++m) {
-      const float* xr = src + m * K;
-      float ss = 0.f;
-      for (int64_t k = 0; k < K; ++k) ss += xr[k] * xr[k];
-      const float r = 1.f / std::sqrt(ss / static_cast<float>(K) + static_cast<float>(eps));
-      for (int64_t k = 0; k < K; ++k) dst[m * K + k] = (xr[k] * r) * nw[k];
-    }
-    xc = xn;
-  }
+  const at::Tensor xc = prepared_input(x, K, norm, eps, glu);
+  const int64_t M = xc.size(0);
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = N;
   at::Tensor out = at::empty(shape, x.options());
@@ -237,12 +169,22 @@ at::Tensor linear_f16(const at::Tensor& x, const at::Tensor& w, int64_t N, const
 // number of threads nor the number of new tokens (a decode step and a verification step agree).
 constexpr int64_t KEYS = 128;
 
-at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& kc, const at::Tensor& vc,
-                  int64_t start, int64_t H, int64_t Hkv) {
-  TORCH_CHECK(qkv.scalar_type() == at::kFloat && kc.scalar_type() == at::kFloat && vc.scalar_type() == at::kFloat,
-              "attend: float32");
-  TORCH_CHECK(kc.dim() == 3 && vc.dim() == 3 && kc.size(0) == Hkv && kc.stride(2) == 1 && vc.stride(2) == 1 &&
-              kc.sizes() == vc.sizes(), "attend: cache views [Hkv, capacity, D]");
+// The cache holds float32 or float16 keys/values (a 16-bit cache halves what attention reads per token at long
+// contexts, as llama.cpp's default F16 cache): loads and stores of 16 values either way.
+#ifdef COMPLETER_AVX512
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+#endif
+inline float value(float x) { return x; }
+inline float value(uint16_t x) { return static_cast<float>(c10::Half(x, c10::Half::from_bits())); }
+inline void store(float* p, float x) { *p = x; }
+inline void store(uint16_t* p, float x) { *p = c10::Half(x).x; }
+
+template <typename CT>
+at::Tensor attend_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& kc,
+                       const at::Tensor& vc, int64_t start, int64_t H, int64_t Hkv) {
   const int64_t D = kc.size(2), T = qkv.numel() / ((H + 2 * Hkv) * D), S = start + T, rep = H / Hkv;
   TORCH_CHECK(T * (H + 2 * Hkv) * D == qkv.numel() && H % Hkv == 0 && S <= kc.size(1) && D % 16 == 0,
               "attend: shapes");
@@ -251,13 +193,14 @@ at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor
   const float* src = qc.data_ptr<float>();
   const float* cp = cc.data_ptr<float>();
   const float* sp = sc.data_ptr<float>();
-  float* kp = kc.data_ptr<float>();
-  float* vp = vc.data_ptr<float>();
+  CT* kp = reinterpret_cast<CT*>(kc.data_ptr());
+  CT* vp = reinterpret_cast<CT*>(vc.data_ptr());
   const int64_t ks0 = kc.stride(0), ks1 = kc.stride(1), vs0 = vc.stride(0), vs1 = vc.stride(1);
   const int64_t W = (H + 2 * Hkv) * D, half = D / 2;
   at::Tensor qr = at::empty({T, H, D}, qkv.options());
   float* q = qr.data_ptr<float>();
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  std::vector<float> kr(D);
   auto rope = [&](const float* x, float* y, int64_t t) {
     for (int64_t i = 0; i < D; ++i) {
       const float rolled = x[i < half ? i + half : i - half];
@@ -271,8 +214,11 @@ at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor
       for (int64_t i = 0; i < D; ++i) q[(t * H + h) * D + i] *= scale;
     }
     for (int64_t g = 0; g < Hkv; ++g) {
-      rope(row + (H + g) * D, kp + g * ks0 + (start + t) * ks1, t);
-      std::memcpy(vp + g * vs0 + (start + t) * vs1, row + (H + Hkv + g) * D, D * sizeof(float));
+      rope(row + (H + g) * D, kr.data(), t);
+      CT* kd = kp + g * ks0 + (start + t) * ks1;
+      CT* vd = vp + g * vs0 + (start + t) * vs1;
+      const float* vsrc = row + (H + Hkv + g) * D;
+      for (int64_t i = 0; i < D; ++i) { store(kd + i, kr[i]); store(vd + i, vsrc[i]); }
     }
   }
   const int64_t blocks = (S + KEYS - 1) / KEYS, R = rep * T;      // rows per key head: its query heads x tokens
@@ -282,8 +228,8 @@ at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor
     std::vector<float> sc_(KEYS);
     for (int64_t task = b0; task < b1; ++task) {
       const int64_t g = task / blocks, blk = task % blocks, j0 = blk * KEYS;
-      const float* kg = kp + g * ks0;
-      const float* vg = vp + g * vs0;
+      const CT* kg = kp + g * ks0;
+      const CT* vg = vp + g * vs0;
       for (int64_t r = 0; r < R; ++r) {
         const int64_t t = r % T, h = g * rep + r / T;
         const int64_t idx = (g * blocks + blk) * R + r;
@@ -293,15 +239,15 @@ at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor
         const float* qv = q + (t * H + h) * D;
         float mx = -INFINITY;
         for (int64_t j = j0; j < j1; ++j) {
-          const float* kj = kg + j * ks1;
+          const CT* kj = kg + j * ks1;
           float d;
 #ifdef COMPLETER_AVX512
-          __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qv), _mm512_loadu_ps(kj));
-          for (int64_t i = 16; i < D; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qv + i), _mm512_loadu_ps(kj + i), acc);
+          __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qv), load16(kj));
+          for (int64_t i = 16; i < D; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qv + i), load16(kj + i), acc);
           d = _mm512_reduce_add_ps(acc);
 #else
           d = 0.f;
-          for (int64_t i = 0; i < D; ++i) d += qv[i] * kj[i];
+          for (int64_t i = 0; i < D; ++i) d += qv[i] * value(kj[i]);
 #endif
           sc_[j - j0] = d;
           mx = std::max(mx, d);
@@ -319,11 +265,23 @@ at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor
         l = _mm512_reduce_add_ps(lv);
 #endif
         for (; jj < n; ++jj) { sc_[jj] = std::exp(sc_[jj] - mx); l += sc_[jj]; }
-        std::fill(o, o + D, 0.f);
-        for (int64_t j = 0; j < n; ++j) {
-          const float p = sc_[j];
-          const float* vj = vg + (j0 + j) * vs1;
-          for (int64_t i = 0; i < D; ++i) o[i] += p * vj[i];
+#ifdef COMPLETER_AVX512
+        if constexpr (std::is_same_v<CT, uint16_t>) {   // o[i..i+15] = sum_j p_j v_j[i..i+15], j in order
+          for (int64_t i = 0; i < D; i += 16) {
+            __m512 ov = _mm512_setzero_ps();
+            for (int64_t j = 0; j < n; ++j)
+              ov = _mm512_fmadd_ps(_mm512_set1_ps(sc_[j]), load16(vg + (j0 + j) * vs1 + i), ov);
+            _mm512_storeu_ps(o + i, ov);
+          }
+        } else
+#endif
+        {
+          std::fill(o, o + D, 0.f);
+          for (int64_t j = 0; j < n; ++j) {
+            const float p = sc_[j];
+            const CT* vj = vg + (j0 + j) * vs1;
+            for (int64_t i = 0; i < D; ++i) o[i] += p * value(vj[i]);
+          }
         }
         pm[idx] = mx;
         pl[idx] = l;
@@ -354,6 +312,17 @@ at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor
   return out;
 }
 
+at::Tensor attend(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& kc, const at::Tensor& vc,
+                  int64_t start, int64_t H, int64_t Hkv) {
+  TORCH_CHECK(qkv.scalar_type() == at::kFloat && kc.scalar_type() == vc.scalar_type() &&
+              (kc.scalar_type() == at::kFloat || kc.scalar_type() == at::kHalf),
+              "attend: float32 q/k/v, a float32 or float16 cache");
+  TORCH_CHECK(kc.dim() == 3 && vc.dim() == 3 && kc.size(0) == Hkv && kc.stride(2) == 1 && vc.stride(2) == 1 &&
+              kc.sizes() == vc.sizes(), "attend: cache views [Hkv, capacity, D]");
+  if (kc.scalar_type() == at::kHalf) return attend_impl<uint16_t>(qkv, cos, sin, kc, vc, start, H, Hkv);
+  return attend_impl<float>(qkv, cos, sin, kc, vc, start, H, Hkv);
+}
+
 // A whole decoder layer of a decode/verification step in one call (on a small model each call through torch.ops
 // costs microseconds of dispatch): x -> qkv (RMSNorm n1 inside) -> attend -> o_proj (+x) -> gate/up (RMSNorm n2
 // inside) -> down_proj of silu(gate)*up (+residual). The same kernels as the separate ops, so the same numbers.
@@ -369,6 +338,23 @@ at::Tensor layer_step(const at::Tensor& x, const at::Tensor& wqkv, int64_t nqkv,
   return linear_f16(gu, wd, nd, c10::nullopt, x1, c10::nullopt, 0.0, true).view(x.sizes());
 }
 
+// layer_step with the weights in GGUF-style blocks (qmatvec.cpp: linear_q); each weight is [w, wd, wm] from
+// pack_q and ``bits`` their widths in the order qkv, o, gate/up, down.
+at::Tensor layer_step_q(const at::Tensor& x, at::TensorList wqkv, int64_t nqkv, const c10::optional<at::Tensor>& bqkv,
+                        at::TensorList wo, int64_t no, at::TensorList wgu, int64_t ngu, at::TensorList wd, int64_t nd,
+                        at::IntArrayRef bits, const at::Tensor& n1, const at::Tensor& n2, double eps,
+                        const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& kc, const at::Tensor& vc,
+                        int64_t start, int64_t H, int64_t Hkv) {
+  TORCH_CHECK(wqkv.size() == 3 && wo.size() == 3 && wgu.size() == 3 && wd.size() == 3 && bits.size() == 4,
+              "layer_step_q: [w, wd, wm] per weight and 4 widths");
+  const auto none = c10::nullopt;
+  const at::Tensor qkv = linear_q(x, wqkv[0], wqkv[1], wqkv[2], nqkv, bits[0], bqkv, none, n1, eps, false);
+  const at::Tensor y = attend(qkv, cos, sin, kc, vc, start, H, Hkv);
+  const at::Tensor x1 = linear_q(y, wo[0], wo[1], wo[2], no, bits[1], none, x, none, 0.0, false);
+  const at::Tensor gu = linear_q(x1, wgu[0], wgu[1], wgu[2], ngu, bits[2], none, none, n2, eps, false);
+  return linear_q(gu, wd[0], wd[1], wd[2], nd, bits[3], none, x1, none, 0.0, true).view(x.sizes());
+}
+
 }  // namespace
 
 TORCH_LIBRARY(completer_kernels, m) {
@@ -376,6 +362,9 @@ TORCH_LIBRARY(completer_kernels, m) {
   m.def("layer_step(Tensor x, Tensor wqkv, int nqkv, Tensor? bqkv, Tensor wo, int no, Tensor wgu, int ngu, Tensor wd, "
         "int nd, Tensor n1, Tensor n2, float eps, Tensor cos, Tensor sin, Tensor(a!) kc, Tensor(b!) vc, int start, "
         "int H, int Hkv) -> Tensor");
+  m.def("layer_step_q(Tensor x, Tensor[] wqkv, int nqkv, Tensor? bqkv, Tensor[] wo, int no, Tensor[] wgu, int ngu, "
+        "Tensor[] wd, int nd, int[] bits, Tensor n1, Tensor n2, float eps, Tensor cos, Tensor sin, Tensor(a!) kc, "
+        "Tensor(b!) vc, int start, int H, int Hkv) -> Tensor");
   m.def("attend(Tensor qkv, Tensor cos, Tensor sin, Tensor(a!) kc, Tensor(b!) vc, int start, int H, int Hkv) -> Tensor");
   m.def("linear_f16(Tensor x, Tensor w, int n, Tensor? bias=None, Tensor? residual=None, Tensor? norm=None, float eps=0.0, bool glu=False) -> Tensor");
 }
@@ -384,5 +373,6 @@ TORCH_LIBRARY_IMPL(completer_kernels, CPU, m) {
   m.impl("pack_f16", &pack_f16);
   m.impl("attend", &attend);
   m.impl("layer_step", &layer_step);
+  m.impl("layer_step_q", &layer_step_q);
   m.impl("linear_f16", &linear_f16);
 }

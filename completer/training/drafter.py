@@ -214,16 +214,24 @@ class Eagle3Drafter(nn.Module):
 
     # --- checkpoint ---------------------------------------------------------------------------------------
     def save(self, folder: Path, meta: dict | None = None) -> None:
+        """The checkpoint as vLLM loads it. ``d2t``/``t2d`` only for a draft vocabulary smaller than the target's:
+        with the target's own vocabulary they map every id to itself, and vLLM (0.32) refuses them there ("There
+        is no module or parameter named 'draft_id_to_target_id' in Eagle3LlamaForCausalLM")."""
+        own_vocab = self.config.draft_vocab_size == self.config.vocab_size
         state = {k: (v.detach().cpu().contiguous() if k in ("d2t", "t2d") else
                      v.detach().to("cpu", torch.bfloat16).contiguous())
-                 for k, v in self.state_dict().items()}
+                 for k, v in self.state_dict().items() if not (own_vocab and k in ("d2t", "t2d"))}
         write_checkpoint(folder, state, self.config.to_hf(), meta)
 
     @classmethod
     def load(cls, folder: str | Path, device="cpu", dtype=torch.float32) -> "Eagle3Drafter":
         config, state = read_checkpoint(folder)
         model = cls(DrafterConfig.from_hf(config))
-        model.load_state_dict({k: v if k in ("d2t", "t2d") else v.float() for k, v in state.items()})
+        state = {k: v if k in ("d2t", "t2d") else v.float() for k, v in state.items()}
+        if model.config.draft_vocab_size == model.config.vocab_size:   # saved without them: the identity map
+            state.setdefault("d2t", model.d2t.clone())
+            state.setdefault("t2d", model.t2d.clone())
+        model.load_state_dict(state)
         return model.to(device=device, dtype=dtype).eval()
 
 

@@ -71,10 +71,18 @@ def fim_ids(tok: Tokenizer, prefix_ids: list[int], suffix_ids: list[int], order:
     return [suf, *suffix_ids, pre, *prefix_ids, mid]
 
 
-def encode_samples(texts: Iterable[str], tok: Tokenizer, seed: int, batch: int = 2048) -> np.ndarray:
-    """One token stream (uint16) of FIM samples from every chunk of every text, EOS-separated."""
+def encode_samples(texts: Iterable[str], tok: Tokenizer, seed: int, batch: int = 2048,
+                   names: dict[str, str] | None = None) -> np.ndarray:
+    """One token stream (uint16) of FIM samples from every chunk of every text, EOS-separated.
+
+    ``names`` maps the house FIM token names (``<|fim_prefix|>``...) to another tokenizer's tokens that play their
+    part (e.g. SmolLM2's, which has no FIM tokens of its own: ``completer.prompt.FIM_TOKENS``)."""
     rng = random.Random(seed)
-    special = {t: tok.token_to_id(t) for t in (EOS, FIM_PREFIX, FIM_MIDDLE, FIM_SUFFIX)}
+    names = names or {}
+    special = {t: tok.token_to_id(names.get(t, t)) for t in (EOS, FIM_PREFIX, FIM_MIDDLE, FIM_SUFFIX)}
+    missing = [names.get(t, t) for t, i in special.items() if i is None]
+    if missing:
+        raise ValueError(f"the tokenizer has no token {missing[0]!r}")
     out: list[np.ndarray] = []
     pending: list[list[str]] = []
 

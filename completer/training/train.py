@@ -13,10 +13,11 @@ with its config.json and tokenizer.json): the target's tokenizer, left-to-right 
 loaded (``completer.training.draft_for`` says why and how); it writes OUT/draft/ and, with ``--heldout``, the held-out
 cross-entropy per language into train_meta.json:
 
-    completer train --draft-for gguf:smollm2 --preset h200 --corpus .corpus/train.jsonl.xz --corpus python \
-        --heldout .corpus/heldout.jsonl.xz --out runs/smollm2-draft ``--checkpoint-minutes`` saves
-the pair during training and ``--archive`` writes the output folder as a tar in parts of at most 15 MiB after each
-save (for a device whose returned files are size-limited).
+    completer train --draft-for gguf:smollm2 --preset h200 --corpus .corpus/train.jsonl.xz --corpus python \\
+        --heldout .corpus/heldout.jsonl.xz --out runs/smollm2-draft
+
+``--checkpoint-minutes`` saves the pair during training and ``--archive`` writes the output folder as a tar in
+parts of at most 15 MiB after each save (for a device whose returned files are size-limited).
 
 Both models see the same batches in one loop; the draft also distils the target (KL to the target's next-token
 distribution), which is what speculative acceptance rewards. Time-based schedule: the learning rate follows a

@@ -1,6 +1,8 @@
-// Static server for the page: `node serve.mjs [PORT]` (default 8080), then open
-// http://127.0.0.1:PORT/?server=ws://127.0.0.1:8765 with `completer-lsp --ws 127.0.0.1:8765` running.
+// Static server for the page: `node serve.mjs [PORT] [SERVER]` (PORT default 8080; SERVER: the websocket URL of a
+// running `completer-lsp --ws HOST:PORT`, or just its port; default ws://127.0.0.1:8765), then open the printed URL.
+// It says when nothing listens at SERVER yet.
 import { createServer } from 'node:http';
+import { connect } from 'node:net';
 import { readFile } from 'node:fs/promises';
 import { dirname, extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,8 +39,37 @@ export function startStaticServer(port = 0, host = '127.0.0.1') {
   return new Promise((ok) => server.listen(port, host, () => ok(server)));
 }
 
+/** The language server's websocket URL from `SERVER` (a URL or a port number). */
+export function lspUrl(arg) {
+  if (!arg) return 'ws://127.0.0.1:8765';
+  if (/^\d+$/.test(arg)) return `ws://127.0.0.1:${arg}`;
+  if (!/^wss?:\/\//.test(arg)) throw new Error(`SERVER must be a ws:// URL or a port, got ${JSON.stringify(arg)}`);
+  return arg;
+}
+
+function listening(url) {
+  const { hostname, port } = new URL(url);
+  return new Promise((ok) => {
+    const socket = connect({ host: hostname.replace(/^\[|\]$/g, ''), port: Number(port || 80) });
+    socket.once('connect', () => { socket.destroy(); ok(true); });
+    socket.once('error', () => ok(false));
+  });
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  let lsp;
+  try {
+    lsp = lspUrl(process.argv[3]);
+  } catch (e) {
+    console.error(`serve.mjs: ${e.message}`);
+    process.exit(2);
+  }
   const server = await startStaticServer(Number(process.argv[2] ?? 8080));
   const { port } = server.address();
-  console.log(`completer web IDE on http://127.0.0.1:${port}/?server=ws://127.0.0.1:8765`);
+  console.log(`completer web IDE on http://127.0.0.1:${port}/?server=${encodeURIComponent(lsp).replace(/%3A/g, ':').replace(/%2F/g, '/')}`);
+  if (!(await listening(lsp))) {
+    const { hostname, port: lspPort } = new URL(lsp);
+    console.log(`nothing listens at ${lsp} yet: start \`completer-lsp --ws ${hostname}:${lspPort}\`, or give the ` +
+                `server's URL: node serve.mjs ${port} ws://HOST:PORT`);
+  }
 }

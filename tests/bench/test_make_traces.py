@@ -60,3 +60,43 @@ def test_checked_in_traces_load_and_restore_their_span():
         src = Path(t.header.meta["source"].removeprefix("held-out split: "))
         if src.is_file():                           # the JS/C sources exist on this machine
             assert final == src.read_text()
+
+
+def _keys_gaps(t: tr.Trace) -> list[float]:
+    keys = [e for e in t.events if e.edit is not None]
+    return [b.t_ms - a.t_ms for a, b in zip(keys, keys[1:]) if not a.edit["text"].startswith("\n")]
+
+
+def test_rhythm_sets_the_typists_pace_and_is_recorded():
+    def trace(rhythm, seed=3):
+        return mt.make_trace("textwrap.py", SOURCE, "python", random.Random(seed), 300, {"seed": seed}, rhythm=rhythm)
+
+    med = {r: sorted(_keys_gaps(trace(r)))[len(_keys_gaps(trace(r))) // 2] for r in mt.RHYTHMS}
+    assert 50 < med["fast"] < 110                     # ~80 ms between keys (punctuation x1.8 aside)
+    assert med["fast"] < med["medium"] < med["slow"]
+    assert 300 < med["slow"] < 800
+    for seed in range(4):                             # every fast typist is fast, every slow one slow
+        assert mt.Typist(random.Random(seed), "fast").mean <= 100 <= 350 <= mt.Typist(random.Random(seed),
+                                                                                           "slow").mean
+    assert trace("fast").header.meta["rhythm"] == "fast" and "rhythm" not in trace("medium").header.meta
+    assert tr.dumps(trace("medium")) == tr.dumps(_make(3, chars=300))   # medium: the traces as before, byte for byte
+    assert tr.final_text(trace("slow")) == SOURCE
+    with pytest.raises(ValueError, match="rhythm"):
+        mt.Typist(random.Random(0), "sprint")
+
+
+def test_checked_in_rhythm_traces_are_held_out_and_at_their_pace():
+    from completer.training.corpus import is_heldout
+
+    files = sorted((TRACES / "rhythm").glob("*.jsonl"))
+    by = {}
+    for f in files:
+        t = tr.load(f)
+        by.setdefault(t.header.meta["rhythm"], []).append(t)
+        assert f.name.startswith(t.header.meta["rhythm"] + "-")
+        rel = t.header.meta["source"].removeprefix("held-out split: ")
+        assert is_heldout(rel), rel                   # code the models never trained on
+    assert set(by) == {"fast", "slow"}
+    for rhythm, lo, hi in (("fast", 50, 110), ("slow", 300, 800)):
+        gaps = sorted(g for t in by[rhythm] for g in _keys_gaps(t))
+        assert lo < gaps[len(gaps) // 2] < hi

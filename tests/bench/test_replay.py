@@ -102,14 +102,49 @@ def test_cli_rejects_unknown_configuration(capsys):
         asyncio.run(replay.amain(replay.build_parser().parse_args(["--configs", "bogus"])))
 
 
-def test_right_is_the_first_line_the_document_then_holds_at_the_cursor():
+def test_right_is_the_first_line_the_user_then_typed_at_the_cursor():
     final = "x = 1\nif x:\n    y = compute(x)\n"
-    assert replay.right("1\n", "x = ", final)
-    assert replay.right("comp", "x = 1\nif x:\n    y = ", final)              # a correct part of the line
-    assert not replay.right("comb(x)", "x = 1\nif x:\n    y = ", final)
-    assert replay.right("\n    y = compute(x)\n    z", "x = 1\nif x:", final)  # block: through its first line
-    assert not replay.right("1", "x = 2", final)                               # the text before changed (typo)
-    assert not replay.right("  \n", "x = ", final)                            # nothing to show is not right
+    assert replay.right("1\n", "x = ", "\nif x:\n    y = compute(x)\n", final)
+    assert replay.right("comp", "x = 1\nif x:\n    y = ", "\n", final)          # a correct part of the line
+    assert not replay.right("comb(x)", "x = 1\nif x:\n    y = ", "\n", final)
+    assert replay.right("\n    y = compute(x)\n    z", "x = 1\nif x:", "\n", final)  # block: its first line
+    assert not replay.right("1", "x = 2", "", final)                               # the text before changed (typo)
+    assert not replay.right("  \n", "x = ", "\n", final)                         # nothing to show is not right
+    # strict: text that already stood after the cursor is not what the user typed (an editor shows a duplicate)
+    assert not replay.right("\n    y = compute(x)", "x = 1\nif x:", "\n    y = compute(x)\n", final)
+    assert not replay.right("compute(x)", "x = 1\nif x:\n    y = ", "compute(x)\n", final)
+    # nor is a ghost longer than what was typed before the text after the cursor
+    assert not replay.right("compute(x)\n", "x = 1\nif x:\n    y = ", "(x)\n", final)
+    assert replay.right("compute", "x = 1\nif x:\n    y = ", "(x)\n", final)
+    assert not replay.right("1", "x = ", "zzz", final)                              # the text after changed
+
+
+def test_default_configuration_is_the_servers_own_defaults_and_base_stays():
+    from lsp.config import ServerConfig
+
+    assert replay.CONFIGS["default"] == {}                      # no options sent: what a user's editor gets
+    assert replay.server_defaults() == ServerConfig().to_json()
+    assert replay.effective({}) == ServerConfig().to_json()
+    base = replay.effective(replay.CONFIGS["base"])
+    assert base["maxTokens"] == 32 and base["debounceMs"] == 30 and base["engine"]["speculation"] == "none"
+    assert not base["reuseInFlight"] and not base["adaptiveDebounce"] and not base["earlyAnswer"]
+    assert replay.effective({"maxTokens": "many"}) is None      # options the server refuses
+
+
+def test_cli_configurations_default_and_base_and_over_the_defaults():
+    args = replay.build_parser().parse_args(["--configs", "default,base,reuse", "--config", 'x={"maxTokens": 16}',
+                                             "--engine", "threads=1", "--load", "quiet,busy"])
+    chosen, loads = replay.configurations(args)
+    assert loads == ["quiet", "busy"]
+    assert chosen["default"] == {"engine": {"threads": 1}}               # the server's defaults, --engine aside
+    assert chosen["base"]["maxTokens"] == 32 and chosen["base"]["engine"] == {"speculation": "none", "threads": 1}
+    assert chosen["reuse"]["reuseInFlight"] is True and chosen["reuse"]["maxTokens"] == 32   # over base's options
+    assert chosen["x"] == {"engine": {"threads": 1}, "maxTokens": 16}    # --config: over the server's defaults
+    assert replay.build_parser().parse_args([]).configs == "default,base"
+    with pytest.raises(SystemExit, match="--load"):
+        replay.configurations(replay.build_parser().parse_args(["--load", "noisy"]))
+    with pytest.raises(SystemExit, match="would refuse"):
+        replay.configurations(replay.build_parser().parse_args(["--config", 'y={"maxTokens": 0}']))
 
 
 def test_house_info_is_the_pair_that_ran():

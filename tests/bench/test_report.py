@@ -107,3 +107,47 @@ def test_without_matplotlib_it_says_how_to_get_the_plot_and_rerendering_stays_in
     # The command it prints draws the plot into the run's folder, not into the committed bench/results.
     report.main([str(paths["raw"])])
     assert (run / "replay.png").stat().st_size > 1000
+
+
+def _key(status, right=None, answer=None, rhythm_trace=None):
+    r = {"kind": "key", "status": status, "latency_ms": answer if status == "shown" else None, "gap_ms": 100.0}
+    if right is not None:
+        r["right"] = right
+    if answer is not None:
+        r["answer_ms"] = answer
+    return r
+
+
+def test_right_before_the_next_key_is_a_share_of_all_keystrokes_per_condition():
+    fast = [_key("shown", True, 40), _key("shown", False, 60), _key("stale", answer=300), _key("cancelled"),
+            dict(_key("empty", answer=20)), {"kind": "accept", "status": "shown", "right": True, "latency_ms": 5,
+                                             "answer_ms": 5, "gap_ms": 50}]
+    slow = [_key("shown", True, 30), _key("shown", True, 50)]
+    h = report.headline(fast)
+    assert h["keystrokes"] == 5                                 # accept edits are not keystrokes
+    assert h["right_before_next_key"] == pytest.approx(1 / 5)   # shown AND right, over all keystrokes
+    assert h["ghost_before_next_key"] == pytest.approx(2 / 5)
+    assert (h["answered_p50_ms"], h["answered_p95_ms"]) == (40, 300)   # 5, 20, 40, 60, 300; nearest rank
+    assert report.headline([_key("shown", answer=10)])["right_before_next_key"] is None   # no verdict: old file
+
+    def run(name, load, rnd, f, s):
+        return {"name": name, "load": load, "round": rnd, "loadavg": f"{rnd}.0 1 1 1/1 1",
+                "traces": [{"rhythm": "fast", "records": f}, {"rhythm": "slow", "records": s}]}
+
+    raw = {"configs": [run("default", "quiet", 1, fast, slow), run("base", "quiet", 1, fast[2:], slow[:1]),
+                       run("default", "quiet", 2, fast[2:], slow), run("base", "quiet", 2, fast, slow[:1] + [
+                           _key("stale")])]}
+    rows = report.conditions(raw)
+    assert {(r["name"], r["rhythm"]) for r in rows} == {(n, r) for n in ("default", "base")
+                                                        for r in ("fast", "slow", "all")}
+    meds = {(m["name"], m["rhythm"]): m for m in report.condition_medians(rows)}
+    assert meds["default", "fast"]["right_before_next_key"] == pytest.approx(0.1)       # rounds: 1/5 and 0/3
+    assert meds["default", "fast"]["right_before_next_key_range"] == [0, pytest.approx(0.2)]
+    assert meds["default", "slow"]["right_before_next_key"] == 1.0
+    assert meds["base", "slow"]["right_before_next_key"] == pytest.approx(0.75)          # 1/1 and 1/2
+    assert meds["default", "all"]["keystrokes"] == 7 + 5
+    assert meds["default", "fast"]["loadavg_1min_range"] == [1.0, 2.0]
+    v = {(x["load"], x["rhythm"]): x for x in report.verdicts(list(meds.values()))}
+    assert v["quiet", "slow"]["best"] == "default"
+    assert v["quiet", "slow"]["default_minus_base"] == pytest.approx(0.25)
+    assert v["quiet", "fast"]["default_minus_base"] == pytest.approx(0.0)                # 0.1 each

@@ -87,3 +87,79 @@ def test_an_empty_file_has_nothing_to_complete(tmp_path, capsys, monkeypatch):
         assert main(["complete", str(f), "--line", "1", "--column", "1"]) == 0
         out, err = capsys.readouterr()
         assert out == "" and err == f"completer: nothing to complete: {f} is empty\n"
+
+
+def test_model_mistakes_are_one_clear_line(capsys):
+    """A mistyped name is not sent to the hub (a network error over two lines); a wrong house: name lists the
+    shipped ones."""
+    from completer.models import house_names, resolve_model
+
+    with pytest.raises(FileNotFoundError) as e:
+        resolve_model("nonsense")
+    assert "not a model folder" in str(e.value) and "house:v2/target" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(FileNotFoundError) as e:
+        resolve_model("house:nonsense")
+    assert all(name in str(e.value) for name in house_names()) and "house:v2/draft" in house_names()
+    f = "tests/data/stack.go"
+    assert main(["complete", f, "--line", "11", "--column", "14", "--model", "nonsense"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "owner/name" in err and "network" not in err
+
+
+def test_complete_help_lists_only_what_it_accepts(capsys):
+    from completer.engine.config import VLLM_ONLY_SPECULATION
+
+    with pytest.raises(SystemExit):
+        main(["complete", "--help"])
+    out = capsys.readouterr().out
+    assert "{auto,none,draft,ngram,draft+ngram}" in out
+    assert not any(s in out for s in VLLM_ONLY_SPECULATION)
+
+
+def test_train_help_example_stands_on_its_own_lines(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    example = next(line for line in out.splitlines() if "--draft-for gguf:smollm2" in line)
+    assert example.rstrip().endswith("\\")
+    follow = out.splitlines()[out.splitlines().index(example) + 1]
+    assert follow.strip().startswith("--heldout") and follow.rstrip().endswith("runs/smollm2-draft")
+
+
+def test_tune_help_is_short_and_says_the_token_limit_it_uses(capsys):
+    from completer.context.builder import LINE_MODE_MAX_TOKENS
+
+    with pytest.raises(SystemExit):
+        main(["tune", "--help"])
+    out = capsys.readouterr().out
+    description = out.split("\n\n")[1:out.split("\n\n").index(next(p for p in out.split("\n\n")
+                                                                     if p.startswith("options:")))]
+    assert sum(p.count("\n") + 1 for p in description) <= 15
+    assert "bench/results" not in out and f"up to {LINE_MODE_MAX_TOKENS} new tokens" in " ".join(out.split())
+
+
+def test_python_dash_m_completer_runs_the_cli():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "completer", "complete", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "usage: completer complete" in r.stdout
+
+
+def test_a_template_that_is_not_the_models_own_is_refused_or_warned(tiny_pair, tmp_path, capsys):
+    from completer.engine.config import EngineConfig
+    from completer.engine import create_engine
+    from completer.pipeline import check_template
+
+    f = tmp_path / "a.py"
+    f.write_text("def add(a, b):\n    return \n")
+    base = ["complete", str(f), "--line", "2", "--column", "12", "--model", str(tiny_pair[0]),
+            "--speculation", "none", "--max-tokens", "4", "--device", "cpu"]
+    engine = create_engine(EngineConfig(model=str(tiny_pair[0]), speculation="none", device="cpu"))
+    own = engine.prompt_template
+    assert check_template("auto", engine) is None and check_template(own, engine) is None
+    other = next(t for t in ("qwen", "house") if t != own)  # same special tokens, another order
+    assert main(base + ["--template", other]) == 0
+    assert f"template {other!r} is not this model's own" in capsys.readouterr().err
+    assert main(base + ["--template", "starcoder"]) == 2     # <fim_prefix> ...: not in the vocabulary
+    assert "vocabulary has no <fim_prefix>" in capsys.readouterr().err

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -147,6 +148,11 @@ def test_ghost_text_appears_and_tab_inserts_it(nvim):
     if later:  # a next ghost sits at the new cursor, not where the accepted one was
         assert [later["row"] + 1, later["col"]] == cursor
     assert nvim.lua("vim.fn.mode()") == "i"
+    # the plugin told the server (completer/didAccept): its stats count the accept and its characters
+    outcomes = nvim.lua("vim.lsp.get_clients({name = 'completer'})[1]:request_sync('completer/stats', {}, 10000, 0)"
+                        ".result.outcomes.python")
+    assert outcomes["reported"] == 1 and outcomes["accepted_full"] == 1, outcomes
+    assert outcomes["accepted_chars"] == len(ghost), (outcomes, ghost)
 
 
 def test_typing_cancels_and_dismiss_clears(nvim):
@@ -202,3 +208,38 @@ def test_visible_text_strips_what_was_typed(editor):
     assert vis({"insertText": "ret", "range": {"start": at(4), "end": at(7)}}, "    ret", 7) is None
     # UTF-16 range start after a non-ASCII character (é: 1 UTF-16 unit, 2 bytes).
     assert vis({"insertText": "lan", "range": {"start": at(1), "end": at(3)}}, "éla", 4) == "n"
+
+
+def test_status_is_words_and_rounded_numbers(nvim):
+    """:CompleterStatus printed the server's counters as raw JSON with 15-digit floats."""
+    nvim.keys("5GAreturn ")
+    nvim.wait(GHOST, what="ghost text")
+    text = nvim.lua("require[[completer]].status_text(require[[completer]].stats(0))")
+    lines = text.split("\n")
+    assert lines[0].startswith("completer: ") and lines[1].startswith("server: ")
+    assert lines[2].startswith("last request: ") and lines[3].startswith("engine: ready, model ")
+    assert "{" not in text and '"' not in text
+    assert not re.search(r"\d+\.\d{2,}", text), text      # at most one decimal
+    shown = nvim.lua("vim.api.nvim_exec2('CompleterStatus', {output = true}).output")
+    assert shown.split("\n")[0].startswith("completer: ") and "engine: ready" in shown
+
+
+def test_a_server_warning_is_a_warning_in_lsplog(nvim):
+    """The server's log reaches Neovim as window/logMessage with its level; on stderr every line of it was filed
+    as [ERROR] in :LspLog."""
+    path = nvim.lua("vim.lsp.get_log_path()")
+    start = Path(path).stat().st_size if Path(path).exists() else 0     # the log is shared: only what follows
+    nvim.lua("vim.lsp.get_clients({name = 'completer'})[1]:notify('workspace/didChangeConfiguration', "
+             "{settings = {maxTokens = 'lots'}})")
+    nvim.wait(f"(function() local f = io.open({json.dumps(path)}) if not f then return false end "
+              f"f:seek('set', {start}) local t = f:read('*a') f:close() "
+              "return t:find('settings not applied', 1, true) ~= nil end)()",
+              what="the warning in the LSP log")
+    with open(path, "rb") as f:
+        f.seek(start)
+        new_lines = f.read().decode(errors="replace").splitlines()
+    lines = [line for line in new_lines if "settings not applied" in line]
+    assert lines and all(line.startswith("[WARN]") for line in lines), lines
+    assert not any("stderr" in line for line in lines), lines
+    nvim.lua("vim.lsp.get_clients({name = 'completer'})[1]:notify('workspace/didChangeConfiguration', "
+             "{settings = {maxTokens = 12}})")

@@ -21,3 +21,29 @@ def test_web_page_ghost_text_in_chromium(client_env, tmp_path):
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
     assert "pass 5" in r.stdout and "fail 0" in r.stdout, r.stdout[-3000:]
     assert (tmp_path / "ghost-text.png").stat().st_size > 1000
+
+
+def test_serve_prints_the_language_servers_url_it_was_given():
+    """serve.mjs advertised ws://127.0.0.1:8765 whatever port the language server listened on."""
+    import socket
+
+    node = require_tool(which("node"), "node")
+    with socket.socket() as s:                    # a listener on some port: "the server"
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        for arg in (f"ws://127.0.0.1:{port}", str(port)):
+            p = subprocess.Popen([node, "serve.mjs", "0", arg], cwd=WEB, stdout=subprocess.PIPE, text=True)
+            try:
+                first = p.stdout.readline()
+            finally:
+                p.kill()
+                p.wait()
+            assert f"?server=ws://127.0.0.1:{port}" in first and "8765" not in first, first
+    p = subprocess.Popen([node, "serve.mjs", "0", str(port)], cwd=WEB, stdout=subprocess.PIPE, text=True)
+    try:                                          # the port is closed now: it says so
+        p.stdout.readline()
+        assert p.stdout.readline().startswith(f"nothing listens at ws://127.0.0.1:{port} yet")
+    finally:
+        p.kill()
+        p.wait()

@@ -101,7 +101,7 @@ async def check_abort_within_one_step(make_engine: Factory, prompt: str = PROMPT
     engine = make_engine(**config)
     try:
         before = engine.counters()
-        req = Request("long", prompt, max_new_tokens=10_000 if engine.name != "vllm" else 2000)
+        req = Request("long", prompt, max_new_tokens=10_000 if engine.name not in ("vllm", "remote") else 2000)
         gen = engine.generate(req).__aiter__()
         first = await gen.__anext__()
         while not first.text and not first.finished:
@@ -120,7 +120,7 @@ async def check_abort_within_one_step(make_engine: Factory, prompt: str = PROMPT
         assert engine.counters()["generated_tokens"] == after["generated_tokens"], "still generating after abort"
 
         # closing the consumer (as a cancelled LSP request does) aborts too
-        gen2 = engine.generate(Request("closed", prompt, max_new_tokens=10_000 if engine.name != "vllm" else 2000))
+        gen2 = engine.generate(Request("closed", prompt, max_new_tokens=10_000 if engine.name not in ("vllm", "remote") else 2000))
         async for chunk in gen2:
             if chunk.text:
                 break
@@ -171,13 +171,14 @@ HEAL_PROMPTS = ["def add(a, b):\n    ret", "import os\nimport sys\n\ndef main():
 
 
 async def check_token_healing(make_engine: Factory, prompts=HEAL_PROMPTS, max_new_tokens: int = 12,
-                              **config) -> None:
+                              speculations=("none", "draft"), **config) -> None:
     """A request with ``heal`` (the prompt backed up by its last token, as ``completer.healing`` does it): the
     first tokens re-type the removed characters (each healing token is allowed by ``healing.allowed_tokens``),
-    the streamed text is what the tokens say after those characters, and speculation does not change it."""
+    the streamed text is what the tokens say after those characters, and speculation does not change it
+    (``speculations``: the settings compared; the remote backend's is the server's, one)."""
     from completer import healing
     outs = {}
-    for speculation in ("none", "draft"):
+    for speculation in speculations:
         engine = make_engine(speculation=speculation, **config)
         try:
             tok = engine.tokenizer
@@ -200,5 +201,5 @@ async def check_token_healing(make_engine: Factory, prompts=HEAL_PROMPTS, max_ne
                 outs.setdefault(i, []).append(ids)
         finally:
             await engine.close()
-    for i, (plain, spec) in outs.items():
-        assert plain == spec, f"prompt {i}: healed output differs with speculation: {plain} vs {spec}"
+    for i, (plain, *spec) in outs.items():
+        assert all(s == plain for s in spec), f"prompt {i}: healed output differs with speculation: {plain} vs {spec}"

@@ -118,7 +118,7 @@ async def test_wait_ready_polls_until_ready_and_fails_fast_on_an_engine_error():
 
 
 @pytest.mark.parametrize("line,want", [
-    ("WARNING completer-lsp listening on ws ('127.0.0.1', 8765)", ("ws", "127.0.0.1", "8765")),
+    ("INFO lsp.listening: completer-lsp listening on ws ('127.0.0.1', 8765)", ("ws", "127.0.0.1", "8765")),
     ("completer-lsp listening on tcp ('::1', 40001, 0, 0), ('127.0.0.1', 40001)", ("tcp", "::1", "40001")),
 ])
 def test_the_listening_port_is_read_from_the_servers_log_line(line, want):

@@ -248,3 +248,23 @@ def test_gpu_memory_of_every_process_comes_from_nvml_where_there_is_one(monkeypa
     nvml.nvmlInit = no_driver
     assert reg.get_sample_value("completer_gpu_memory_used_bytes", {"gpu": "0"}) is None
     assert reg.get_sample_value("completer_engine_up") == 0                 # the rest of the scrape is unharmed
+
+
+def test_outcomes_are_counted_per_language_with_their_characters():
+    from prometheus_client import generate_latest
+
+    from lsp.metrics import Metrics
+    from lsp.outcomes import Outcomes
+
+    m = Metrics()
+    o = Outcomes(lambda uri: None, m)
+    o.shown("file:///a.go", "go", "x := ", "\n", "compute(a)")
+    o.reported("file:///a.go", "compute(a)", "full")
+    o.check_retained("file:///a.go", "go", "compute(a)", 5, "30s")     # the document is gone: nothing retained
+    text = generate_latest(m.registry).decode()
+    assert 'completer_outcomes_total{language="go",outcome="shown"} 1.0' in text
+    assert 'completer_outcomes_total{language="go",outcome="accepted_full"} 1.0' in text
+    assert 'completer_outcome_chars_total{language="go",outcome="accepted_full"} 10.0' in text
+    assert 'outcome="retained_30s"' not in text
+    with pytest.raises(ValueError):
+        m.outcome("go", "liked")

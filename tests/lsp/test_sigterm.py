@@ -65,3 +65,36 @@ def test_sigterm_ends_the_stdio_server_while_its_stdin_stays_open(sigint):
             proc.wait()
         proc.stdin.close()
         proc.stdout.close()
+
+
+def test_sigterm_while_the_engine_loads_ends_the_ws_server_at_once():
+    """`kill PID` took 3-17 s: asyncio's shutdown waited for the thread loading the model, then the interpreter's
+    teardown. The engine starts with the first client's initialize; the signal comes while it loads or just after."""
+    import json
+    import re
+
+    from websockets.sync.client import connect
+
+    proc = subprocess.Popen([sys.executable, "-m", "lsp.server", "--ws", "127.0.0.1:0"], stderr=subprocess.PIPE,
+                            text=True, cwd=os.getcwd())
+    try:
+        port = None
+        for line in proc.stderr:
+            if m := re.search(r"completer-lsp listening on ws .*?(\d+)\)", line):
+                port = int(m.group(1))
+                break
+        assert port is not None, "server ended before listening"
+        with connect(f"ws://127.0.0.1:{port}") as ws:
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                "params": {"processId": None, "rootUri": None, "capabilities": {}}}))
+            assert json.loads(ws.recv())["id"] == 1                  # the engine is loading now
+            ws.send(json.dumps({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+            time.sleep(0.5)
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=8) == 0, "SIGTERM did not end the server within 8 s"
+        print(f"ended {time.monotonic() - sent:.2f} s after SIGTERM")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

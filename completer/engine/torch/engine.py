@@ -21,7 +21,7 @@ from typing import AsyncIterator
 
 import torch
 
-from ...models import resolve_model
+from ...models import kernels, resolve_model
 from ...models.llama import LlamaForCausalLM, PackedLinear
 from ...models.tokenizer import load_tokenizer
 from ...prompt import template_for_model
@@ -114,10 +114,26 @@ class TorchEngine(InputProcessing, Scheduling, OutputProcessing, StepCosts, Step
         self._init_state()
 
     def _load(self, config: EngineConfig) -> None:
+        """The models, loaded on one intra-op thread: loading is copies and casts of a few MB each, whose parallel
+        regions on a busy 2-core machine wait for a second thread that is not scheduled (packing the house model's
+        weights took 1-8 s with two threads at load 20, 0.06-0.09 s with one: bench/results/start/)."""
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            self._load_models(config)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _load_models(self, config: EngineConfig) -> None:
         self.device = pick_device(config.device)
         self.dtype = pick_dtype(config.dtype, self.device)
         self.model_path, self.tokenizer = open_model(config.model)
-        self.target = LlamaForCausalLM.from_pretrained(self.model_path, self.device, self.dtype)
+        blocks = config.quantization in (None, "gguf")       # a GGUF's own blocks where the kernel reads them
+        self.target = LlamaForCausalLM.from_pretrained(self.model_path, self.device, self.dtype, blocks=blocks)
+        if config.quantization == "gguf" and self.target.packing != "gguf":
+            raise EngineError(f"quantization='gguf' needs a GGUF model whose weights are all Q4_0/Q4_1/Q8_0, on a "
+                              f"float32 CPU with the engine's kernels ({config.model!r}; kernels: "
+                              f"{kernels.reason() or 'built'})")
         vocab = self.tokenizer.get_vocab_size(with_added_tokens=True)
         self.n_vocab = min(vocab, self.target.config.vocab_size)
         self.max_model_len = self.target.config.max_position_embeddings   # the backend's limits, as VLLMEngine's
@@ -131,13 +147,14 @@ class TorchEngine(InputProcessing, Scheduling, OutputProcessing, StepCosts, Step
             if dtok.get_vocab(with_added_tokens=True) != self.tokenizer.get_vocab(with_added_tokens=True):
                 raise EngineError(f"draft model {config.draft!r} has a different vocabulary than target "
                                   f"{config.model!r}; speculative decoding needs a shared tokenizer")
-            self.draft = LlamaForCausalLM.from_pretrained(draft_path, self.device, self.dtype)
+            self.draft = LlamaForCausalLM.from_pretrained(draft_path, self.device, self.dtype, blocks=blocks)
             self.n_vocab = min(self.n_vocab, self.draft.config.vocab_size)
             self.proposer = DraftProposer(self.draft, self.n_vocab)
         self.packing = self._packing(config.quantization)
         for model in (self.target, self.draft):
-            if model is not None and self.packing:
+            if model is not None and self.packing and model.packing is None:
                 model.pack_(self.packing)
+        self.packing = self.target.packing or self.packing
         self.threads = (ThreadChooser(config.threads or os.cpu_count() or 1, config.adaptive_threads)
                         if self.device.type == "cpu" else None)
 
@@ -163,6 +180,8 @@ class TorchEngine(InputProcessing, Scheduling, OutputProcessing, StepCosts, Step
 
     def _packing(self, quantization: str | None) -> str | None:
         """The PackedLinear kind for decode/verification steps (see EngineConfig.quantization), or None."""
+        if quantization == "gguf":
+            quantization = None                                # what is not in blocks (a house draft): fp16
         if quantization == "none" or self.device.type != "cpu" or self.dtype != torch.float32:
             if quantization in ("fp16", "int8"):
                 raise EngineError(f"quantization={quantization!r} needs device cpu and dtype float32 in the torch "

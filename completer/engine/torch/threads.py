@@ -7,37 +7,49 @@ second core (an editor, a build, other users of a shared box) each join waits fo
 2-thread decode 2-10x *slower* than 1 thread here. Which wins depends on the machine and on its load at the time,
 so the engine measures: each phase ("prompt": forwards over many new tokens, per token; "step": a one-token
 decode step; "spec": a speculative step, per forward position it runs) tries every candidate thread count, then
-uses the fastest by a running average and re-tries the others now and then, less often each time they lose, so a
-change of load is noticed without paying for it on every step. More cores can then never make a phase slower than
+uses the fastest by the median of its recent samples and re-tries the others now and then, less often each time
+they lose (but at least every ``max_gap`` steps), so a change of load is noticed without paying for it on every step.
+A median, not an average: on a shared machine a few steps that waited for the scheduler (another process took the
+core) would otherwise make a count look slow for hundreds of steps (an exponential average kept SmolLM2's decode on
+one thread for ~600 steps, at 1.5x the time of two: issue 29). More cores can then never make a phase slower than
 one core does.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections import deque
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 PHASES = ("prompt", "step", "spec")
 
 
+WINDOW = 9                     # recent samples per thread count whose median is its estimate
+
+
 @dataclass
 class _Arm:
-    mean: float = 0.0          # seconds per unit (exponential moving average)
+    samples: deque = field(default_factory=lambda: deque(maxlen=WINDOW))   # seconds per unit, latest last
     count: int = 0
+
+    @property
+    def mean(self) -> float:
+        """The estimate: the median of the recent samples (robust to a few slow ones)."""
+        return statistics.median(self.samples) if self.samples else 0.0
 
 
 class ThreadChooser:
     """Per phase, the thread count with the lowest measured time per unit of work among ``candidates``."""
 
-    def __init__(self, max_threads: int, adaptive: bool = True, alpha: float = 0.2, first_gap: int = 8,
-                 max_gap: int = 512):
+    def __init__(self, max_threads: int, adaptive: bool = True, first_gap: int = 8, max_gap: int = 64):
         if max_threads < 1:
             raise ValueError(f"threads must be >= 1, got {max_threads}")
         self.candidates = sorted({1, max_threads}) if adaptive else [max_threads]
-        self.alpha, self.first_gap, self.max_gap = alpha, first_gap, max_gap
+        self.first_gap, self.max_gap = first_gap, max_gap
         self._arms = {p: {n: _Arm() for n in self.candidates} for p in PHASES}
         self._gap = {p: first_gap for p in PHASES}          # steps between re-tries of a losing count
         self._since = {p: 0 for p in PHASES}
@@ -63,13 +75,15 @@ class ThreadChooser:
         arm = self._arms[phase][threads]
         per = seconds / max(1, units)
         was_best = self.best(phase)
-        arm.mean = per if arm.count == 0 else (1 - self.alpha) * arm.mean + self.alpha * per
+        arm.samples.append(per)
         arm.count += 1
         if threads != was_best and arm.count > 2:           # a re-try: back off if it still loses
-            if self.best(phase) == was_best:
-                self._gap[phase] = min(self.max_gap, self._gap[phase] * 2)
-            else:
+            if self.best(phase) != was_best:
                 self._gap[phase] = self.first_gap
+            elif per < self._arms[phase][was_best].mean:    # this sample beat the best: measure it again soon
+                self._gap[phase] = 1
+            else:
+                self._gap[phase] = min(self.max_gap, self._gap[phase] * 2)
 
     @contextmanager
     def run(self, phase: str, units: int = 1):

@@ -115,3 +115,14 @@ export class InlineBridge {
     return this.lastLatencyMs === null ? '$(sparkle) completer' : `$(sparkle) ${Math.round(this.lastLatencyMs)} ms`;
   }
 }
+
+/** The `completer/didAccept` notification (lsp/README.md): what the user accepted of the ghost text, so that the
+ * server counts accepted and retained characters. VS Code runs an item's command when the whole item is accepted;
+ * an accept-word or accept-line is seen by the server in the document's next edit. */
+export const DID_ACCEPT = 'completer/didAccept';
+
+export interface DidAcceptParams { textDocument: { uri: string }; text: string; kind: 'full' | 'word' | 'line' }
+
+export function didAcceptParams(uri: string, text: string, kind: DidAcceptParams['kind'] = 'full'): DidAcceptParams {
+  return { textDocument: { uri }, text, kind };
+}

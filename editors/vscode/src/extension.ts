@@ -9,7 +9,7 @@ import * as vscode from 'vscode';
 import {
   CloseAction, ErrorAction, LanguageClient, LanguageClientOptions, ServerOptions,
 } from 'vscode-languageclient/node';
-import { InlineBridge, TriggerKind } from './bridge';
+import { DID_ACCEPT, didAcceptParams, InlineBridge, TriggerKind } from './bridge';
 import { connectTcp, resolveServer } from './launch';
 import {
   CompleterSettings, documentSelector, needsRestart, readSettings, serverCommand, SettingsError, toInitOptions,
@@ -142,9 +142,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
                    end: { line: sel.range.end.line, character: sel.range.end.character } },
           text: sel.text,
         };
-        const items = await bridge.provide(document.uri.toString(), position, trigger, token, selected);
+        const uri = document.uri.toString();
+        const items = await bridge.provide(uri, position, trigger, token, selected);
+        // the item's command runs when the user accepts it: the server learns of the accept (completer/didAccept)
         return items.map((it) => new vscode.InlineCompletionItem(it.text, new vscode.Range(
-          it.range.start.line, it.range.start.character, it.range.end.line, it.range.end.character)));
+          it.range.start.line, it.range.start.character, it.range.end.line, it.range.end.character),
+        { title: 'completer: accepted', command: 'completer.didAccept', arguments: [uri, it.text] }));
       },
     });
   };
@@ -195,6 +198,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(
     { dispose: () => provider?.dispose() },
     vscode.commands.registerCommand('completer.restart', restart),
+    vscode.commands.registerCommand('completer.didAccept', async (uri: string, text: string) => {
+      if (client) await client.sendNotification(DID_ACCEPT, didAcceptParams(uri, text, 'full'));
+    }),
     vscode.commands.registerCommand('completer.showStats', async () => {
       if (!client) return;
       const stats = await client.sendRequest('completer/stats', {});

@@ -4,7 +4,7 @@
 // The server's engine settings (completer/engine/config.py; tests/editors/test_vscode.py checks these lists against it).
 export const SPECULATION = ['auto', 'none', 'draft', 'ngram', 'draft+ngram', 'eagle3', 'dflash', 'ngram_gpu', 'suffix'] as const;
 export const VLLM_ONLY_SPECULATION = ['eagle3', 'dflash', 'ngram_gpu', 'suffix'];
-export const BACKENDS = ['torch', 'vllm'] as const;
+export const BACKENDS = ['torch', 'vllm', 'remote'] as const;
 /** Every EngineConfig field. The ones with their own `completer.*` setting are ENGINE_SETTINGS' values; the rest
  * (quantization, threads, tensor_parallel_size, ...) go in the `completer.engine` object, snake_case as the server
  * takes them, and the server checks their values (an error names the setting). */
@@ -12,7 +12,8 @@ export const ENGINE_FIELDS = [
   'backend', 'model', 'draft', 'speculation', 'num_speculative_tokens', 'max_speculative_tokens', 'ngram_min',
   'ngram_max', 'prefix_cache', 'device', 'dtype', 'tensor_parallel_size', 'gpu_memory_utilization', 'enforce_eager',
   'load_format', 'drafter', 'draft_quantization', 'draft_tensor_parallel_size', 'threads', 'batch_decode',
-  'adaptive_threads', 'quantization', 'async_scheduling',
+  'adaptive_threads', 'quantization', 'async_scheduling', 'url', 'served_model', 'api_key', 'replicas', 'client_id',
+  'timeout_s',
 ];
 /** The EAGLE-3 drafter that ships for a house target (completer/engine/config.py HOUSE_DRAFTERS): with
  * `drafter` null the server uses it. */
@@ -58,7 +59,7 @@ export const DEFAULTS: CompleterSettings = {
   numSpeculativeTokens: 'adaptive',
   device: 'auto',
   engine: {},
-  maxTokens: 64,
+  maxTokens: 32,
   debounceMs: 30,
   enable: true,
 };

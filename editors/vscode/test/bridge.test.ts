@@ -1,6 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { InlineBridge, inlineParams, InlineCompletionParams, toGhostItems, TriggerKind } from '../src/bridge';
+import {
+  DID_ACCEPT, didAcceptParams, InlineBridge, inlineParams, InlineCompletionParams, toGhostItems, TriggerKind,
+} from '../src/bridge';
 
 const at = (line: number, character: number) => ({ line, character });
 
@@ -72,4 +74,10 @@ test('the suggestion selected in the list is forwarded as selectedCompletionInfo
   const selected = { range: { start: at(2, 4), end: at(2, 6) }, text: 'append' };
   await b.provide('file:///a', at(2, 6), TriggerKind.Automatic, { isCancellationRequested: false }, selected);
   assert.deepEqual(seen[0].context, { triggerKind: 2, selectedCompletionInfo: selected });
+});
+
+test('an accept is reported to the server as completer/didAccept', () => {
+  assert.deepEqual(didAcceptParams('file:///a.py', 'compute(x)'),
+                   { textDocument: { uri: 'file:///a.py' }, text: 'compute(x)', kind: 'full' });
+  assert.equal(DID_ACCEPT, 'completer/didAccept');
 });

@@ -109,7 +109,7 @@ test('--tcp HOST:PORT: the extension starts the server, connects, and a second c
     });
   });
   // TCP clients may only name house:* models or the ones the operator lists with --model.
-  const allowed = [engine.model, engine.draft].filter((m) => m && !m.startsWith('house:')).flatMap((m) => ['--model', m]);
+  const allowed = [engine.model, engine.draft].filter((m) => m && !m.startsWith('house:')).flatMap((m) => ['--allow-model', m]);
   const settings = readSettings((k) => ({ serverCommand: [...JSON.parse(cmd!), '--tcp', `127.0.0.1:${port}`, ...allowed],
                                           model: engine.model, draft: engine.draft, device: engine.device ?? 'cpu' } as Record<string, unknown>)[k]);
   const { command, args, transport } = serverCommand(settings);

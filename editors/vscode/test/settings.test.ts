@@ -8,7 +8,7 @@ test('defaults give the server defaults, in lsp/config.py shape', () => {
   assert.deepEqual(toInitOptions(from({})), {
     engine: { backend: 'torch', model: 'house:v2/target', draft: 'house:v2/draft', speculation: 'auto',
               num_speculative_tokens: 'adaptive', device: 'auto' },
-    maxTokens: 64, debounceMs: 30,
+    maxTokens: 32, debounceMs: 30,
   });
   assert.deepEqual(serverCommand(from({})), { command: 'completer-lsp', args: [], transport: { kind: 'stdio' } });
   assert.ok(from({}).languages.includes('python') && !from({}).languages.includes('json'));

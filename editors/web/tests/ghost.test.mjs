@@ -26,7 +26,7 @@ const pageErrors = [];   // uncaught errors in the page
 
 function startLsp(port = 0) {
   // Websocket clients may only name house:* models or the ones the operator lists with --model.
-  const allow = [engine.model, engine.draft].filter((m) => m && !m.startsWith('house:')).flatMap((m) => ['--model', m]);
+  const allow = [engine.model, engine.draft].filter((m) => m && !m.startsWith('house:')).flatMap((m) => ['--allow-model', m]);
   const proc = spawn(serverCmd[0], [...serverCmd.slice(1), '--ws', `127.0.0.1:${port}`, '--log-level', 'WARNING', ...allow],
                      { stdio: ['ignore', 'ignore', 'pipe'] });
   proc.stderr.on('data', (d) => { serverLog += d; });

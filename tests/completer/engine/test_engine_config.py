@@ -103,16 +103,16 @@ def test_lsp_engine_settings_refuse_them_by_name():
 
 
 def test_the_readme_example_of_a_quantised_target_with_a_draft_is_accepted_as_written():
-    """README "Real models": the JSON a user pastes gives the vLLM arguments it promises (fp8 target and draft, the
+    """docs/models.md "GPUs": the JSON a user pastes gives the vLLM arguments it promises (fp8 target and draft, the
     target on 2 GPUs, the draft whole on each)."""
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    section = readme[readme.index("### Real models"):readme.index("### What quality to expect")]
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "models.md").read_text()
+    section = doc[doc.index("## GPUs: a quantised target with a draft"):]
     blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", section, re.S)]
     quantised = [b["engine"] for b in blocks if b.get("engine", {}).get("quantization")]
-    assert quantised, "no quantised example in README's Real models section"
+    assert quantised, "no quantised example in docs/models.md's GPUs section"
     for engine in quantised:
         cfg = EngineConfig.from_dict(engine)
         kw = engine_kwargs(cfg, cfg.model, cfg.draft)

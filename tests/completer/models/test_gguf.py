@@ -180,3 +180,102 @@ def test_smollm2_completes_the_readme_demo_with_the_plain_template(tmp_path, mon
     assert main(["complete", str(stack), "--line", "11", "--column", "27", "--model", "gguf:smollm2",
                  "--speculation", "none", "--max-tokens", "8"]) == 0
     assert capsys.readouterr().out.strip() == "pop()"
+
+
+# --- a GGUF's own blocks kept as they are (LlamaForCausalLM.from_pretrained(blocks=True), issue 29) ------------------
+from completer.models import kernels  # noqa: E402
+
+needs_kernels = pytest.mark.skipif(kernels.ops() is None, reason=f"kernels not built here: {kernels.reason()}")
+
+
+@pytest.fixture(scope="module")
+def blocks_gguf(tiny_pair, tmp_path_factory):
+    """The tiny target with every matrix in a block type the engine's kernel reads (all three kinds)."""
+    Q = gguf.GGMLQuantizationType
+    quant = {"token_embd": Q.Q8_0, "attn_q": Q.Q4_1, "attn_k": Q.Q4_0, "attn_v": Q.Q8_0, "attn_output": Q.Q4_1,
+             "ffn_gate": Q.Q4_1, "ffn_up": Q.Q4_0, "ffn_down": Q.Q4_1, "output": Q.Q8_0}
+    path = write_gguf(tiny_pair[0], tmp_path_factory.mktemp("blocks") / "tiny-blocks.gguf", quant)
+    return materialise(path, root=tmp_path_factory.mktemp("blocks-cache"))
+
+
+@needs_kernels
+def test_blocks_model_matches_the_dequantised_model(blocks_gguf):
+    """Kept blocks: no float32 matrices at all, and logits equal to the dequantised float32 model's to the int8
+    rounding of the activations (the products of the blocks' own values are exact)."""
+    from completer.models.llama import LlamaForCausalLM
+    mb = LlamaForCausalLM.from_pretrained(blocks_gguf, blocks=True)
+    mf = LlamaForCausalLM.from_pretrained(blocks_gguf)
+    assert mb.packing == "gguf" and mf.packing is None
+    assert all(p.numel() == 0 for n, p in mb.named_parameters() if n.endswith("proj.weight") or "embed" in n)
+    ids = torch.tensor([[(7 * i + 3) % 400 for i in range(40)]])
+    with torch.inference_mode():
+        lb, lf = mb(ids), mf(ids)
+    assert (lb - lf).abs().max() < 0.05 * lf.abs().max()
+    assert (lb.argmax(-1) == lf.argmax(-1)).float().mean() >= 0.9
+    with pytest.raises(RuntimeError, match="autograd"):
+        mb(ids)                                            # no float32 weights to train
+    with pytest.raises(ValueError, match="GGUF"):
+        mb.pack_("fp16")
+
+
+@needs_kernels
+def test_blocks_model_steps_equal_the_whole_sequence(blocks_gguf):
+    """A one-token decode step, a (k+1)-token verification and several sequences in one forward give bitwise the
+    logits the same positions get otherwise (lossless speculation and batching rely on it)."""
+    from completer.models.llama import LlamaForCausalLM
+    m = LlamaForCausalLM.from_pretrained(blocks_gguf, blocks=True)
+    ids = [(5 * i + 1) % 400 for i in range(30)]
+    with torch.inference_mode():
+        c1 = m.new_cache()
+        m(torch.tensor([ids[:25]]), cache=c1)
+        verify = m(torch.tensor([ids[25:]]), cache=c1)[0]          # 5 tokens at once
+        c2 = m.new_cache()
+        m(torch.tensor([ids[:25]]), cache=c2)
+        steps = torch.cat([m(torch.tensor([[t]]), cache=c2)[0] for t in ids[25:]])
+        assert torch.equal(verify, steps)
+        c3, c4 = m.new_cache(), m.new_cache()
+        m(torch.tensor([ids[:25]]), cache=c3)
+        m(torch.tensor([ids[:20]]), cache=c4)
+        a, b = m.forward_packed([ids[25:], ids[20:23]], [c3, c4])
+        assert torch.equal(a, verify)
+        c5 = m.new_cache()
+        m(torch.tensor([ids[:20]]), cache=c5)
+        assert torch.equal(b, m(torch.tensor([ids[20:23]]), cache=c5)[0])
+
+
+def test_a_file_with_other_types_loads_float32_weights(tiny_gguf):
+    """blocks=True keeps blocks only when every matrix is Q4_0/Q4_1/Q8_0 (tiny_gguf's output is F16)."""
+    from completer.models.llama import LlamaForCausalLM
+    path, root = tiny_gguf
+    m = LlamaForCausalLM.from_pretrained(materialise(path, root=root / "cache"), blocks=True)
+    assert m.packing is None and m.lm_head.weight.numel() > 0
+
+
+@needs_kernels
+async def test_engine_on_blocks_is_lossless_with_a_draft(blocks_gguf, tiny_pair):
+    """The engine's contract on a GGUF target kept in blocks, with the tiny float draft: speculation gives the
+    target's own greedy tokens."""
+    from tests.helpers import engine_contract as contract
+    from tests.helpers import tiny_models
+    factory, close = tiny_models.engine_factory(dict(model=str(blocks_gguf), draft=str(tiny_pair[1]), device="cpu"))
+    try:
+        engine = factory(speculation="none")
+        assert engine.packing == "gguf"
+        await engine.close()
+        await contract.check_greedy_speculation_lossless(factory, "draft", "adaptive")
+    finally:
+        close()
+
+
+@needs_kernels
+def test_blocks_are_packed_once_then_mapped(blocks_gguf):
+    """The first load writes the packed blocks into the model's cache folder; a later load maps that file (no GGUF
+    parse) and computes the same logits."""
+    from completer.models.gguf import BLOCKS_FILE
+    from completer.models.llama import LlamaForCausalLM
+    ids = torch.tensor([[(3 * i + 2) % 400 for i in range(20)]])
+    with torch.inference_mode():
+        first = LlamaForCausalLM.from_pretrained(blocks_gguf, blocks=True)(ids)
+        assert (blocks_gguf / BLOCKS_FILE).is_file()
+        again = LlamaForCausalLM.from_pretrained(blocks_gguf, blocks=True)(ids)
+    assert torch.equal(first, again)

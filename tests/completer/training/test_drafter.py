@@ -86,11 +86,13 @@ def test_checkpoint_has_vllms_names_and_config_keys(tmp_path):
     from safetensors import safe_open
 
     names = set(safe_open(str(tmp_path / "model.safetensors"), "pt").keys())
-    expected = {"fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d"} | {
+    expected = {"fc.weight", "norm.weight", "lm_head.weight"} | {
         f"midlayer.{n}.weight" for n in ("input_layernorm", "hidden_norm", "post_attention_layernorm",
                                          "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
                                          "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")}
-    assert names == expected                                  # embed_tokens absent: vLLM shares the target's
+    # embed_tokens absent: vLLM shares the target's; d2t/t2d absent with the target's own vocabulary (vLLM 0.32
+    # refuses them there)
+    assert d.config.draft_vocab_size == d.config.vocab_size and names == expected
     cfg = json.loads((tmp_path / "config.json").read_text())
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["num_hidden_layers"] == 1
     assert cfg["eagle_aux_hidden_state_layer_ids"] == d.config.aux_layer_ids == [2, 3, 4]
@@ -110,6 +112,17 @@ def test_a_smaller_draft_vocabulary_maps_back_to_target_ids():
     d.set_vocab(torch.tensor([9, 0, 63, 5]))
     assert d.draft_ids().tolist() == [0, 5, 9, 63]
     assert d.t2d.nonzero().flatten().tolist() == [0, 5, 9, 63]
+
+
+def test_a_smaller_draft_vocabulary_keeps_its_map_in_the_checkpoint(tmp_path):
+    t, _ = tiny()
+    d = Eagle3Drafter(DrafterConfig.for_target(t.config, draft_vocab_size=4))
+    d.set_vocab(torch.tensor([9, 0, 63, 5]))
+    d.save(tmp_path)
+    from safetensors import safe_open
+
+    assert {"d2t", "t2d"} <= set(safe_open(str(tmp_path / "model.safetensors"), "pt").keys())
+    assert Eagle3Drafter.load(tmp_path).draft_ids().tolist() == [0, 5, 9, 63]
 
 
 def test_train_drafter_command_for_a_users_qwen2_target(tmp_path):

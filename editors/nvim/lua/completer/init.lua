@@ -3,7 +3,7 @@
 --   require("completer").setup({
 --     cmd = { "completer-lsp", "--stdio" },
 --     init_options = { engine = { model = "house:v2/target", draft = "house:v2/draft", speculation = "auto",
---                                 num_speculative_tokens = "adaptive" }, maxTokens = 64, debounceMs = 30 },
+--                                 num_speculative_tokens = "adaptive" }, maxTokens = 32, debounceMs = 30 },
 --     filetypes = { "python", "lua", ... },   -- nil: every buffer with a filetype
 --     keys = { accept = "<Tab>", accept_line = "<C-l>", dismiss = "<C-]>" },
 --   })
@@ -18,7 +18,7 @@ local group = vim.api.nvim_create_augroup("completer", { clear = true })
 
 local defaults = {
   cmd = { "completer-lsp", "--stdio" },
-  init_options = { maxTokens = 64, debounceMs = 30 },
+  init_options = { maxTokens = 32, debounceMs = 30 },
   filetypes = nil,
   root_markers = { ".git", "pyproject.toml", "package.json" },
   keys = { accept = "<Tab>", accept_line = "<C-l>", dismiss = "<C-]>" },
@@ -182,6 +182,15 @@ function M.accept(line_only)
   local end_row = g.row + #lines - 1
   local end_col = (#lines == 1 and g.col or 0) + #lines[#lines]
   vim.api.nvim_win_set_cursor(0, { end_row + 1, end_col })
+  -- tell the server what was accepted (lsp/README.md, completer/didAccept): it counts accepted and retained text
+  local c = client_for(g.bufnr)
+  if c then
+    c:notify("completer/didAccept", {
+      textDocument = { uri = vim.uri_from_bufnr(g.bufnr) },
+      text = table.concat(lines, "\n"),
+      kind = (#lines < #g.lines) and "line" or "full",
+    })
+  end
   return true
 end
 
@@ -248,6 +257,41 @@ function M.stats(bufnr)
   return res and res.result
 end
 
+local function ms(v)
+  return (v == nil or v == vim.NIL) and "-" or string.format(v < 10 and "%.1f ms" or "%.0f ms", v)
+end
+
+--- What :CompleterStatus prints: the plugin's counters, then the server's (from completer/stats, or nil), a few
+--- lines of words and rounded numbers.
+function M.status_text(stats)
+  local s = M.state
+  local lines = { string.format("completer: %d requests, %d cancelled, last latency %s%s", s.requests, s.cancelled,
+    ms(s.last_latency_ms), s.last_error and (", last error: " .. s.last_error) or "") }
+  if stats and stats.server then
+    local v = stats.server
+    table.insert(lines, string.format(
+      "server: %d requests, %d answered with ghost text, %d empty, %d from the type-through cache, %d cancelled, "
+        .. "%d errors", v.requests_received or 0, v.completions_served or 0, v.empty_completions or 0,
+      v.served_from_cache or 0, v.requests_cancelled or 0, v.errors or 0))
+    table.insert(lines, string.format("last request: %s to answer, engine %s, first token %s, %s per token",
+      ms(v.last_latency_ms), ms(v.last_engine_ms), ms(v.last_ttft_ms), ms(v.last_tpot_ms)))
+    local engine = "ready"
+    if stats.engineError and stats.engineError ~= vim.NIL then
+      engine = "failed: " .. stats.engineError
+    elseif not stats.engineReady then
+      engine = (stats.engineLoadingS and stats.engineLoadingS ~= vim.NIL)
+        and string.format("loading (%.0f s so far)", stats.engineLoadingS) or "not started"
+    end
+    local cfg = stats.config and stats.config.engine or {}
+    table.insert(lines, string.format("engine: %s, model %s, draft %s, speculation %s", engine,
+      tostring(cfg.model or "-"), tostring((cfg.draft ~= vim.NIL and cfg.draft) or "none"),
+      tostring(cfg.speculation or "-")))
+  elseif not stats then
+    table.insert(lines, "server: not connected")
+  end
+  return table.concat(lines, "\n")
+end
+
 --- The ghost text's highlight, CompleterGhost: Comment's colours, plus a grey for 256-colour terminals. Neovim
 --- 0.11's default Comment has only a GUI colour, so without 'termguicolors' a plain link to Comment drew ghost
 --- text in the normal foreground, like code that is really there. `default`: a user's own CompleterGhost wins;
@@ -286,12 +330,7 @@ function M.setup(opts)
     callback = function() M.clear() cancel_pending() end,
   })
   vim.api.nvim_create_user_command("CompleterStatus", function()
-    local s = M.state
-    local stats = M.stats(0)
-    print(string.format("completer: %d requests, %d cancelled, last latency %s ms%s%s", s.requests, s.cancelled,
-      s.last_latency_ms and string.format("%.0f", s.last_latency_ms) or "-",
-      s.last_error and (", last error: " .. s.last_error) or "",
-      stats and (", server: " .. vim.json.encode(stats.server)) or ""))
+    print(M.status_text(M.stats(0)))
   end, {})
   -- Buffers already open when setup() runs.
   for _, b in ipairs(vim.api.nvim_list_bufs()) do

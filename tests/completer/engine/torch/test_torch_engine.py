@@ -174,7 +174,7 @@ def test_draft_with_other_vocabulary_is_rejected(tiny_pair, other_vocab_draft):
 def test_missing_model_is_a_clear_error(tmp_path):
     with pytest.raises(EngineError, match="not a model folder|not found"):
         TorchEngine(EngineConfig(model=str(tmp_path), speculation="none", device="cpu"))
-    with pytest.raises(EngineError, match="not found"):
+    with pytest.raises(EngineError, match="no shipped model"):
         TorchEngine(EngineConfig(model="house:nope", speculation="none", device="cpu"))
 
 

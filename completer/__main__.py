@@ -1,0 +1,7 @@
+"""``python -m completer``: the ``completer`` command (complete, train, tune, train-drafter)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

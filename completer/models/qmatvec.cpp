@@ -1,0 +1,255 @@
+// y = x @ W^T (+ bias) (+ residual) with W kept in the 4-bit / 8-bit blocks of a GGUF file (Q4_0, Q4_1, Q8_0):
+// the weights stay as small as the file has them (SmolLM2-135M: ~85 MB where float32 is 540 MB) and each step
+// streams those bytes, not a dequantised copy (see completer/models/kernels.py and completer/models/blocks.py).
+//
+// The arithmetic is llama.cpp's for Q4_1 x Q8_1: every weight is w = d * u + m in blocks of 32 along K, u an
+// unsigned integer (0..15 for 4 bits, 0..255 for 8; Q4_0 is m = -8d, Q8_0 u = q + 128 and m = -128d); each input
+// row is quantised per block of 32 to int8 (dx = max|x| / 127, qx = round(x / dx), sx = dx * sum(qx)), so a block's
+// dot product is d * dx * sum(u * qx) + m * sx, the integer sum exact (AVX-512 VNNI: vpdpbusd multiplies unsigned
+// by signed bytes and adds 4 products into each 32-bit lane).
+//
+// Layout (``pack_q`` in completer/models/blocks.py writes it): output rows in groups of 16 (one per 32-bit lane), per
+// group and block of 32 inputs 64-byte chunks whose 32-bit lane r holds row r's u for 4 consecutive inputs; 4 bits:
+// 4 chunks, low nibbles inputs 8j..8j+3 and high nibbles 8j+4..8j+7 of chunk j; 8 bits: 8 chunks, chunk t inputs
+// 4t..4t+3. d and m: float16 [groups, blocks, 16]. A row's sum runs over the blocks in order in one lane, the same
+// way whatever the number of input rows or threads, so a decode step and a (k+1)-token verification give the same
+// numbers (lossless speculation relies on it).
+#include "kernel_common.h"
+
+namespace completer_kernels {
+namespace {
+
+constexpr int64_t QK = 32;         // inputs per block (GGUF's)
+constexpr int64_t QLANES = 16;     // output rows per group
+constexpr int64_t QMING = 4;       // fewest 16-row groups a thread gets
+constexpr int64_t QMB = 8;         // input rows per pass over a group's weights
+
+// rows [M, K] float32 -> int8 per block of 32 (q), its scale (d) and d * sum(q) (s), as llama.cpp's Q8_1
+void quantise_rows(const float* x, int64_t M, int64_t K, int8_t* q, float* d, float* s) {
+  const int64_t nb = K / QK;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* xb = x + m * K + b * QK;
+      int8_t* qb = q + m * K + b * QK;
+      float amax = 0.f;
+      for (int64_t i = 0; i < QK; ++i) amax = std::max(amax, std::fabs(xb[i]));
+      const float dd = amax / 127.f, id = amax > 0.f ? 127.f / amax : 0.f;
+      int sum = 0;
+      for (int64_t i = 0; i < QK; ++i) {
+        const int v = static_cast<int>(std::nearbyint(xb[i] * id));
+        qb[i] = static_cast<int8_t>(v);
+        sum += v;
+      }
+      d[m * nb + b] = dd;
+      s[m * nb + b] = dd * static_cast<float>(sum);
+    }
+}
+
+#ifdef COMPLETER_VNNI
+inline int32_t load4(const int8_t* p) { int32_t v; std::memcpy(&v, p, 4); return v; }
+
+// C consecutive 16-row groups from g against MB input rows
+template <int BITS, int C, int MB>
+inline void qgroups(const int8_t* xq, const float* xd, const float* xs, int64_t K, const uint8_t* w,
+                    const uint16_t* wd, const uint16_t* wm, float* out, int64_t N, int64_t g, const float* bias,
+                    const float* residual) {
+  constexpr int64_t BLK = QLANES * QK * BITS / 8;          // bytes per group and block: 256 or 512
+  const int64_t nb = K / QK;
+  __m512 acc[C][MB];
+  for (int c = 0; c < C; ++c)
+    for (int m = 0; m < MB; ++m) acc[c][m] = _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i iacc[C][MB];
+    for (int c = 0; c < C; ++c)
+      for (int m = 0; m < MB; ++m) iacc[c][m] = _mm512_setzero_si512();
+    const int8_t* xb = xq + b * QK;
+    if constexpr (BITS == 4) {
+      for (int j = 0; j < 4; ++j)
+        for (int c = 0; c < C; ++c) {
+          const __m512i raw = _mm512_loadu_si512(w + ((g + c) * nb + b) * BLK + j * 64);
+          const __m512i lo = _mm512_and_si512(raw, low);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
+          for (int m = 0; m < MB; ++m) {
+            iacc[c][m] = _mm512_dpbusd_epi32(iacc[c][m], lo, _mm512_set1_epi32(load4(xb + m * K + 8 * j)));
+            iacc[c][m] = _mm512_dpbusd_epi32(iacc[c][m], hi, _mm512_set1_epi32(load4(xb + m * K + 8 * j + 4)));
+          }
+        }
+    } else {
+      for (int t = 0; t < 8; ++t)
+        for (int c = 0; c < C; ++c) {
+          const __m512i raw = _mm512_loadu_si512(w + ((g + c) * nb + b) * BLK + t * 64);
+          for (int m = 0; m < MB; ++m)
+            iacc[c][m] = _mm512_dpbusd_epi32(iacc[c][m], raw, _mm512_set1_epi32(load4(xb + m * K + 4 * t)));
+        }
+    }
+    for (int c = 0; c < C; ++c) {
+      const int64_t o = ((g + c) * nb + b) * QLANES;
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd + o)));
+      const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wm + o)));
+      for (int m = 0; m < MB; ++m) {
+        acc[c][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[c][m]), _mm512_mul_ps(dw, _mm512_set1_ps(xd[m * nb + b])),
+                                    acc[c][m]);
+        acc[c][m] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xs[m * nb + b]), acc[c][m]);
+      }
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    const int64_t j = (g + c) * QLANES;
+    if (j >= N) break;
+    const int64_t nl = std::min<int64_t>(QLANES, N - j);
+    const __mmask16 keep = (__mmask16)((nl == 16) ? 0xFFFFu : ((1u << nl) - 1u));
+    const __m512 bv = bias ? _mm512_maskz_loadu_ps(keep, bias + j) : _mm512_setzero_ps();
+    for (int m = 0; m < MB; ++m) {
+      __m512 y = _mm512_add_ps(acc[c][m], bv);
+      if (residual) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(keep, residual + m * N + j));
+      _mm512_mask_storeu_ps(out + m * N + j, keep, y);
+    }
+  }
+}
+
+// groups [g0, g1) against MB input rows, C groups at a time (C * MB accumulator pairs fit the 32 registers)
+template <int BITS, int MB>
+void qblock(const int8_t* xq, const float* xd, const float* xs, int64_t K, const uint8_t* w, const uint16_t* wd,
+            const uint16_t* wm, float* out, int64_t N, int64_t g0, int64_t g1, const float* bias,
+            const float* residual) {
+  constexpr int C = MB <= 2 ? 4 : MB <= 4 ? 2 : 1;
+  int64_t g = g0;
+  for (; g + C <= g1; g += C) qgroups<BITS, C, MB>(xq, xd, xs, K, w, wd, wm, out, N, g, bias, residual);
+  for (; g < g1; ++g) qgroups<BITS, 1, MB>(xq, xd, xs, K, w, wd, wm, out, N, g, bias, residual);
+}
+
+template <int BITS>
+void qrows(const int8_t* xq, const float* xd, const float* xs, int64_t M, int64_t K, const uint8_t* w,
+           const uint16_t* wd, const uint16_t* wm, float* out, int64_t N, int64_t g0, int64_t g1, const float* bias,
+           const float* residual) {
+  const int64_t nb = K / QK;
+  // a few groups at a time against every input row, so a prompt's rows reuse those weights from the cache
+  for (int64_t ga = g0; ga < g1; ga += 4) {
+    const int64_t gb = std::min(g1, ga + 4);
+    for (int64_t m0 = 0; m0 < M; m0 += QMB) {
+      const int64_t mb = std::min<int64_t>(QMB, M - m0);
+      const int8_t* q = xq + m0 * K;
+      const float* d = xd + m0 * nb;
+      const float* s = xs + m0 * nb;
+      float* o = out + m0 * N;
+      const float* r = residual ? residual + m0 * N : nullptr;
+      switch (mb) {
+        case 1: qblock<BITS, 1>(q, d, s, K, w, wd, wm, o, N, ga, gb, bias, r); break;
+        case 2: qblock<BITS, 2>(q, d, s, K, w, wd, wm, o, N, ga, gb, bias, r); break;
+        case 3: qblock<BITS, 3>(q, d, s, K, w, wd, wm, o, N, ga, gb, bias, r); break;
+        case 4: qblock<BITS, 4>(q, d, s, K, w, wd, wm, o, N, ga, gb, bias, r); break;
+        case 5: qblock<BITS, 5>(q, d, s, K, w, wd, wm, o, N, ga, gb, bias, r); break;
+        case 6: qblock<BITS, 6>(q, d, s, K, w, wd, wm, o, N, ga, gb, bias, r); break;
+        case 7: qblock<BITS, 7>(q, d, s, K, w, wd, wm, o, N, ga, gb, bias, r); break;
+        default: qblock<BITS, 8>(q, d, s, K, w, wd, wm, o, N, ga, gb, bias, r); break;
+      }
+    }
+  }
+}
+#endif
+
+// the same sums one value at a time (a CPU without AVX-512 VNNI)
+void qrows_scalar(const int8_t* xq, const float* xd, const float* xs, int64_t M, int64_t K, const uint8_t* w,
+                  const uint16_t* wd, const uint16_t* wm, float* out, int64_t N, int64_t g0, int64_t g1, int64_t bits,
+                  const float* bias, const float* residual) {
+  const int64_t nb = K / QK, blk = QLANES * QK * bits / 8;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t g = g0; g < g1; ++g)
+      for (int64_t r = 0; r < QLANES; ++r) {
+        const int64_t j = g * QLANES + r;
+        if (j >= N) break;
+        float acc = 0.f;
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* wb = w + (g * nb + b) * blk;
+          int32_t isum = 0;
+          for (int64_t k = 0; k < QK; ++k) {
+            int u;
+            if (bits == 4) {
+              const int64_t jj = k / 8, i = k % 8;
+              const uint8_t byte = wb[jj * 64 + r * 4 + (i & 3)];
+              u = i < 4 ? (byte & 0x0F) : (byte >> 4);
+            } else {
+              u = wb[(k / 4) * 64 + r * 4 + (k % 4)];
+            }
+            isum += u * xq[m * K + b * QK + k];
+          }
+          const int64_t o = (g * nb + b) * QLANES + r;
+          const float dw = static_cast<float>(c10::Half(wd[o], c10::Half::from_bits()));
+          const float mw = static_cast<float>(c10::Half(wm[o], c10::Half::from_bits()));
+          acc = std::fma(static_cast<float>(isum), dw * xd[m * nb + b], acc);
+          acc = std::fma(mw, xs[m * nb + b], acc);
+        }
+        if (bias) acc += bias[j];
+        if (residual) acc += residual[m * N + j];
+        out[m * N + j] = acc;
+      }
+}
+
+}  // namespace
+
+// x [..., K] float32 (or [..., 2K] with ``glu``), w uint8 [G, K/32, 16*32*bits/8], wd / wm float16 [G, K/32, 16],
+// bias [N] / residual [..., N] float32 or none -> [..., N]; ``norm`` and ``glu`` as linear_f16's.
+at::Tensor linear_q(const at::Tensor& x, const at::Tensor& w, const at::Tensor& wd, const at::Tensor& wm, int64_t N,
+                    int64_t bits, const c10::optional<at::Tensor>& bias, const c10::optional<at::Tensor>& residual,
+                    const c10::optional<at::Tensor>& norm, double eps, bool glu) {
+  TORCH_CHECK(bits == 4 || bits == 8, "linear_q: bits 4 or 8");
+  TORCH_CHECK(x.scalar_type() == at::kFloat && w.scalar_type() == at::kByte && wd.scalar_type() == at::kHalf &&
+              wm.scalar_type() == at::kHalf, "linear_q: float32 x, uint8 w, float16 scales");
+  TORCH_CHECK(w.dim() == 3 && w.is_contiguous() && w.size(2) == QLANES * QK * bits / 8 && wd.is_contiguous() &&
+              wm.is_contiguous() && wd.dim() == 3 && wd.size(0) == w.size(0) && wd.size(1) == w.size(1) &&
+              wd.size(2) == QLANES && wm.sizes() == wd.sizes(), "linear_q: w, wd, wm from pack_q");
+  const int64_t G = w.size(0), nb = w.size(1), K = nb * QK;
+  TORCH_CHECK(G * QLANES >= N && G * QLANES < N + QLANES, "linear_q: N does not match the packed rows");
+  TORCH_CHECK(x.size(-1) == (glu ? 2 : 1) * K, "linear_q: x's last dimension does not match the weights");
+  const at::Tensor xc = prepared_input(x, K, norm, eps, glu);
+  const int64_t M = xc.size(0);
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = N;
+  at::Tensor out = at::empty(shape, x.options());
+  if (M == 0) return out;
+  const float* b = nullptr;
+  at::Tensor bc, rc;
+  if (bias.has_value() && bias->defined()) {
+    bc = bias->contiguous();
+    TORCH_CHECK(bc.scalar_type() == at::kFloat && bc.numel() == N, "linear_q: bias [N] float32");
+    b = bc.data_ptr<float>();
+  }
+  const float* r = nullptr;
+  if (residual.has_value() && residual->defined()) {
+    rc = residual->contiguous();
+    TORCH_CHECK(rc.scalar_type() == at::kFloat && rc.numel() == M * N, "linear_q: residual [..., N] float32");
+    r = rc.data_ptr<float>();
+  }
+  std::vector<int8_t> xq(M * K);
+  std::vector<float> xd(M * nb), xs(M * nb);
+  quantise_rows(xc.data_ptr<float>(), M, K, xq.data(), xd.data(), xs.data());
+  const uint8_t* wp = w.data_ptr<uint8_t>();
+  const uint16_t* dp = reinterpret_cast<const uint16_t*>(wd.data_ptr<at::Half>());
+  const uint16_t* mp = reinterpret_cast<const uint16_t*>(wm.data_ptr<at::Half>());
+  float* op = out.data_ptr<float>();
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), G / QMING));
+  at::parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t g0 = G * p / parts, g1 = G * (p + 1) / parts;
+#ifdef COMPLETER_VNNI
+      if (bits == 4) qrows<4>(xq.data(), xd.data(), xs.data(), M, K, wp, dp, mp, op, N, g0, g1, b, r);
+      else qrows<8>(xq.data(), xd.data(), xs.data(), M, K, wp, dp, mp, op, N, g0, g1, b, r);
+#else
+      qrows_scalar(xq.data(), xd.data(), xs.data(), M, K, wp, dp, mp, op, N, g0, g1, bits, b, r);
+#endif
+    }
+  });
+  return out;
+}
+
+}  // namespace completer_kernels
+
+TORCH_LIBRARY_FRAGMENT(completer_kernels, m) {
+  m.def("linear_q(Tensor x, Tensor w, Tensor wd, Tensor wm, int n, int bits, Tensor? bias=None, "
+        "Tensor? residual=None, Tensor? norm=None, float eps=0.0, bool glu=False) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(completer_kernels, CPU, m) {
+  m.impl("linear_q", &completer_kernels::linear_q);
+}
