@@ -12,6 +12,12 @@ target. Also ``speculation_summary.png`` (speedup by k at both scales) and a Mar
 
     python bench/vllm/summary.py --house R/house.json --dummy R/dummy_tp1.json R/dummy_k6.json R/dummy_fp8.json \
         --out bench/results/vllm/2026-12-03
+
+Or add the rows of ``completer tune --backend vllm`` results (files relative to the summary's folder, each with how
+that tune judged greedy identity) to an existing summary, replacing rows an earlier run added from the same files:
+
+    python bench/vllm/summary.py --add-tune R/speculation_summary.json --run measured/tune.json "first round" \
+        --tag engines="side by side"
 """
 
 from __future__ import annotations
@@ -151,14 +157,32 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--house", type=Path, required=True)
-    ap.add_argument("--dummy", type=Path, nargs="+", required=True)
+    ap.add_argument("--house", type=Path)
+    ap.add_argument("--dummy", type=Path, nargs="+")
     ap.add_argument("--extra-house", type=Path, nargs="*", default=[],
                     help="house.json of other runs (each compared with its own none; their none rows left out)")
     ap.add_argument("--fp8-target-step-ms", type=float, default=None,
                     help="fp8 target decode step measured elsewhere (dummy.py --quant fp8), for the fp8 rows")
-    ap.add_argument("--out", type=Path, required=True, help="folder for speculation_summary.json/.png")
+    ap.add_argument("--out", type=Path, help="folder for speculation_summary.json/.png")
+    ap.add_argument("--add-tune", type=Path, metavar="SUMMARY",
+                    help="instead: add the rows of --run tune results to this speculation_summary.json")
+    ap.add_argument("--run", nargs=2, action="append", default=[], metavar=("FILE", "RULE"),
+                    help="with --add-tune: a tune result (relative to SUMMARY's folder) and its identity rule")
+    ap.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                    help="with --add-tune: a field added to each new row")
     args = ap.parse_args()
+    if args.add_tune:
+        if not args.run:
+            ap.error("--add-tune needs at least one --run FILE RULE")
+        bad = [t for t in args.tag if "=" not in t]
+        if bad:
+            ap.error(f"--tag takes KEY=VALUE, not {bad[0]!r}")
+        tags = dict(t.split("=", 1) for t in args.tag)
+        rows = add_tune_runs(args.add_tune, [tuple(r) for r in args.run], **tags)
+        print(f"added {len(rows)} rows to {args.add_tune}")
+        return
+    if not (args.house and args.dummy and args.out):
+        ap.error("--house, --dummy and --out are required (or --add-tune)")
     house = house_rows(json.loads(args.house.read_text()))
     extra = [row for f in args.extra_house for row in house_rows(json.loads(f.read_text()), str(f), skip=("none",))]
     target_s, steps = dummy_steps(args.dummy)
