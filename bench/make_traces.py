@@ -1,7 +1,9 @@
 """Generate typing traces from real source files the models never trained on.
 
     python -m bench.make_traces [--out bench/traces] [--seed 0] [--python 2] [--js 1] [--c 1] [--chars 45]
-                                [--rhythm fast|medium|slow]
+                                [--rhythm fast|medium|slow] [--file PATH ...] [--typo-p 0.02]
+
+``--file`` types a span of the given files instead (one trace each, the language from the suffix).
 
 Sources: the held-out split of the house models' corpus (``completer.training.corpus.iter_texts("heldout")``) and
 code in other languages found on this machine (JavaScript under /usr/lib/node_modules, C headers under
@@ -94,10 +96,10 @@ def pick_span(text: str, rng: random.Random, chars: int) -> tuple[int, int] | No
 
 
 def type_span(uri: str, text: str, start: int, end: int, rng: random.Random, t0: float = 500.0,
-              rhythm: str = "medium") -> list[tr.Event]:
+              rhythm: str = "medium", typo_p: float = TYPO_P, typist: Typist | None = None) -> list[tr.Event]:
     """Events that type ``text[start:end]`` into ``text`` without it, with typos, pauses and accept points, at the
     pace of a ``rhythm`` typist (see RHYTHMS)."""
-    typist = Typist(rng, rhythm)
+    typist = typist or Typist(rng, rhythm)
     span = text[start:end]
     doc = text[:start] + text[end:]
     cur = start
@@ -122,7 +124,7 @@ def type_span(uri: str, text: str, start: int, end: int, rng: random.Random, t0:
             s = span[i:j]
         else:
             j, s = i + 1, c
-        if c.isalpha() and rng.random() < TYPO_P:
+        if c.isalpha() and rng.random() < typo_p:
             wrong = rng.choice([x for x in "etaoinshrdlu" if x != c.lower()])
             key(tr.insert_edit(doc, cur, wrong), "typo")
             extra = 0
@@ -146,14 +148,16 @@ def type_span(uri: str, text: str, start: int, end: int, rng: random.Random, t0:
 
 
 def make_trace(name: str, text: str, language: str, rng: random.Random, chars: int, meta: dict,
-               rhythm: str = "medium") -> tr.Trace | None:
+               rhythm: str = "medium", typo_p: float = TYPO_P) -> tr.Trace | None:
     span = pick_span(text, rng, chars)
     if span is None:
         return None
     start, end = span
     uri = f"file:///bench/{name}"
-    events = type_span(uri, text, start, end, rng, rhythm=rhythm)
-    extra = {} if rhythm == "medium" else {"rhythm": rhythm}      # medium: the checked-in traces, byte for byte
+    typist = Typist(rng, rhythm)
+    events = type_span(uri, text, start, end, rng, rhythm=rhythm, typo_p=typo_p, typist=typist)
+    # medium: the checked-in traces, byte for byte; other rhythms record the typist's mean inter-key interval
+    extra = {} if rhythm == "medium" else {"rhythm": rhythm, "typist_mean_iki_ms": round(typist.mean, 1)}
     header = tr.Header(uri, language, text[:start] + text[end:],
                        {**meta, "span": [start, end], "typed_chars": end - start,
                         "generator": "bench.make_traces", **extra})
@@ -189,17 +193,27 @@ def sources(n_py: int, n_js: int, n_c: int, rng: random.Random) -> list[tuple[st
     return out
 
 
-def generate(out: Path, seed: int, n_py: int, n_js: int, n_c: int, chars: int, rhythm: str = "medium") -> list[Path]:
+def generate(out: Path, seed: int, n_py: int, n_js: int, n_c: int, chars: int, rhythm: str = "medium",
+             files: list[Path] = (), typo_p: float = TYPO_P) -> list[Path]:
+    """Traces from the held-out and machine sources, or (``files``) one from each file given."""
     rng = random.Random(seed)
-    want = {"python": n_py, "javascript": n_js, "c": n_c}
+    if files:
+        want = {lang: len(files) for lang in LANG.values()}
+        picked = [(p.name, p.read_text(encoding="utf-8"), {"source": str(p)}) for p in files]
+        unknown = [p for p in files if p.suffix not in LANG]
+        if unknown:
+            raise SystemExit(f"--file {unknown[0]}: unknown language (suffixes: {', '.join(LANG)})")
+    else:
+        want = {"python": n_py, "javascript": n_js, "c": n_c}
+        picked = sources(n_py, n_js, n_c, rng)
     made: list[Path] = []
     out.mkdir(parents=True, exist_ok=True)
-    for rel, text, meta in sources(n_py, n_js, n_c, rng):
+    for rel, text, meta in picked:
         lang = LANG.get(Path(rel).suffix)
         if lang is None or want.get(lang, 0) <= 0:
             continue
         t = make_trace(Path(rel).name, text, lang, random.Random(f"{seed}:{rel}"), chars, {**meta, "seed": seed},
-                       rhythm=rhythm)
+                       rhythm=rhythm, typo_p=typo_p)
         if t is None:
             continue
         want[lang] -= 1
@@ -220,8 +234,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rhythm", choices=list(RHYTHMS), default="medium",
                     help="typing speed: fast (~80 ms between keys), medium (the study's spread, ~240 ms), slow "
                          "(~450 ms); recorded in the trace's meta and file name (medium: neither)")
+    ap.add_argument("--file", type=Path, action="append", default=[],
+                    help="type a span of this file instead of the held-out and machine sources (repeatable)")
+    ap.add_argument("--typo-p", type=float, default=TYPO_P, help="chance of a typo per letter (corrected later)")
     a = ap.parse_args(argv)
-    for p in generate(a.out, a.seed, a.python, a.js, a.c, a.chars, a.rhythm):
+    for p in generate(a.out, a.seed, a.python, a.js, a.c, a.chars, a.rhythm, a.file, a.typo_p):
         t = tr.load(p)
         dur = t.events[-1].t_ms / 1000 if t.events else 0
         print(f"{p}: {t.keystrokes} keystrokes, {dur:.1f} s, {t.header.meta['typed_chars']} chars typed")

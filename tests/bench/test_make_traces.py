@@ -1,44 +1,52 @@
-import random
+"""bench.make_traces, run as a program (``python -m bench.make_traces --file PATH``) on a file of the standard
+library: the traces it writes, and the checked-in traces it made."""
+
 import sysconfig
 from pathlib import Path
 
 import pytest
 
-from bench import make_traces as mt
 from lsp import trace as tr
+from tests.helpers.programs import run_program
 
 TRACES = Path(__file__).resolve().parents[2] / "bench" / "traces"
-SOURCE = (Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py").read_text()
+FILE = Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py"
+SOURCE = FILE.read_text()
 
 
-def _make(seed: int, chars: int = 120) -> tr.Trace:
-    return mt.make_trace("textwrap.py", SOURCE, "python", random.Random(seed), chars, {"seed": seed})
+def _make(tmp_path, seed: int, chars: int = 120, *args: str) -> tr.Trace:
+    """The one trace the program writes typing about ``chars`` characters of textwrap.py back in."""
+    out = tmp_path / f"s{seed}-c{chars}-{'-'.join(args)}"
+    run_program("bench.make_traces", "--file", FILE, "--out", out, "--seed", seed, "--chars", chars, *args)
+    [path] = sorted(out.glob("*.jsonl"))
+    return tr.load(path)
 
 
-def test_seeded_determinism():
-    assert tr.dumps(_make(5)) == tr.dumps(_make(5))
-    assert tr.dumps(_make(5)) != tr.dumps(_make(6))
+def test_seeded_determinism(tmp_path):
+    assert tr.dumps(_make(tmp_path / "a", 5)) == tr.dumps(_make(tmp_path / "b", 5))
+    assert tr.dumps(_make(tmp_path / "a", 5)) != tr.dumps(_make(tmp_path / "a", 6))
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_final_text_equals_the_file(seed):
-    t = _make(seed)
+def test_final_text_equals_the_file(tmp_path, seed):
+    t = _make(tmp_path, seed)
     assert tr.final_text(t) == SOURCE
     assert len(t.header.text) == len(SOURCE) - t.header.meta["typed_chars"]
     times = [e.t_ms for e in t.events]
     assert times == sorted(times)
 
 
-def test_typos_are_corrected_with_backspace(monkeypatch):
-    monkeypatch.setattr(mt, "TYPO_P", 0.5)
-    t = _make(1, chars=200)
+def test_typos_are_corrected_with_backspace(tmp_path):
+    t = _make(tmp_path, 1, 200, "--typo-p", "0.5")
     backspaces = [e for e in t.events if e.edit is not None and e.edit["text"] == "" and "range" in e.edit]
     assert len(backspaces) >= 5
     assert tr.final_text(t) == SOURCE        # every typo was corrected
+    plain = _make(tmp_path, 1, 200, "--typo-p", "0")
+    assert not [e for e in plain.events if e.edit is not None and e.edit["text"] == "" and "range" in e.edit]
 
 
-def test_human_pace_and_pauses():
-    t = _make(2, chars=300)
+def test_human_pace_and_pauses(tmp_path):
+    t = _make(tmp_path, 2, chars=300)
     keys = [e for e in t.events if e.edit is not None]
     gaps = [b.t_ms - a.t_ms for a, b in zip(keys, keys[1:])]
     median = sorted(gaps)[len(gaps) // 2]
@@ -67,22 +75,24 @@ def _keys_gaps(t: tr.Trace) -> list[float]:
     return [b.t_ms - a.t_ms for a, b in zip(keys, keys[1:]) if not a.edit["text"].startswith("\n")]
 
 
-def test_rhythm_sets_the_typists_pace_and_is_recorded():
+def test_rhythm_sets_the_typists_pace_and_is_recorded(tmp_path):
     def trace(rhythm, seed=3):
-        return mt.make_trace("textwrap.py", SOURCE, "python", random.Random(seed), 300, {"seed": seed}, rhythm=rhythm)
+        return _make(tmp_path, seed, 300, "--rhythm", rhythm)
 
-    med = {r: sorted(_keys_gaps(trace(r)))[len(_keys_gaps(trace(r))) // 2] for r in mt.RHYTHMS}
+    med = {r: sorted(_keys_gaps(trace(r)))[len(_keys_gaps(trace(r))) // 2] for r in ("fast", "medium", "slow")}
     assert 50 < med["fast"] < 110                     # ~80 ms between keys (punctuation x1.8 aside)
     assert med["fast"] < med["medium"] < med["slow"]
     assert 300 < med["slow"] < 800
     for seed in range(4):                             # every fast typist is fast, every slow one slow
-        assert mt.Typist(random.Random(seed), "fast").mean <= 100 <= 350 <= mt.Typist(random.Random(seed),
-                                                                                           "slow").mean
+        assert trace("fast", seed).header.meta["typist_mean_iki_ms"] <= 100 <= 350 <= trace(
+            "slow", seed).header.meta["typist_mean_iki_ms"]
     assert trace("fast").header.meta["rhythm"] == "fast" and "rhythm" not in trace("medium").header.meta
-    assert tr.dumps(trace("medium")) == tr.dumps(_make(3, chars=300))   # medium: the traces as before, byte for byte
+    assert "typist_mean_iki_ms" not in trace("medium").header.meta
+    assert tr.dumps(trace("medium")) == tr.dumps(_make(tmp_path / "plain", 3, chars=300))   # medium: as before
     assert tr.final_text(trace("slow")) == SOURCE
-    with pytest.raises(ValueError, match="rhythm"):
-        mt.Typist(random.Random(0), "sprint")
+    bad = run_program("bench.make_traces", "--file", FILE, "--out", tmp_path / "bad", "--rhythm", "sprint",
+                      check=False)
+    assert bad.returncode != 0 and "rhythm" in bad.stderr and not (tmp_path / "bad").exists()
 
 
 def test_checked_in_rhythm_traces_are_held_out_and_at_their_pace():
