@@ -45,6 +45,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.record import loadavg as _loadavg, machine
+from completer.engine.base import counted_between
 from lsp import trace as tr
 from lsp.client import Client, RpcError, Server
 
@@ -266,28 +267,6 @@ def right(ghost: str, before: str, after: str, final: str) -> bool:
     return typed.startswith(line)
 
 
-def counters_diff(before: dict | None, after: dict | None) -> dict:
-    """What a counters snapshot counted between ``before`` and ``after``: numbers and per-position lists subtracted;
-    an engine's acceptance ratios derived again from the subtracted counts (``with_acceptance``)."""
-    from completer.engine.base import with_acceptance
-
-    if not after:
-        return {}
-    before = before or {}
-    out = {}
-    for k, v in after.items():
-        if k in ("acceptance_rate", "acceptance_per_position"):
-            continue                                   # ratios: derived below from the counts, not subtracted
-        b = before.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            out[k] = v - (b if isinstance(b, (int, float)) else 0)
-        elif isinstance(v, list) and all(isinstance(x, (int, float)) for x in v):
-            bl = b if isinstance(b, list) else []
-            out[k] = [x - (bl[i] if i < len(bl) and isinstance(bl[i], (int, float)) else 0)
-                      for i, x in enumerate(v)]
-    return with_acceptance(out) if "draft_tokens" in out and "accepted_tokens" in out else out
-
-
 async def run_config(name: str, options: dict, traces: list[tuple[str, tr.Trace]], args, tick) -> dict:
     # a configuration may run its own server command ("serverCmd", not sent to the server): two checkouts of the
     # server (a base commit and a change) interleaved round by round in one run, so the machine's load hits both alike
@@ -311,8 +290,8 @@ async def run_config(name: str, options: dict, traces: list[tuple[str, tr.Trace]
     finally:
         await server.stop(client)
     return {"name": name, "options": options, "server_cmd": server_cmd, "engine_ready_s": ready_s, "traces": per_trace,
-            "server": counters_diff(before.get("server"), after.get("server")),
-            "engine": counters_diff(before.get("engine"), after.get("engine")),
+            "server": counted_between(before.get("server"), after.get("server")),
+            "engine": counted_between(before.get("engine"), after.get("engine")),
             "engine_config": (after.get("config") or {}).get("engine"), "messages": client.messages[-20:]}
 
 

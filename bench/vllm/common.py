@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench import record
 from completer.engine import Request
-from completer.engine.base import with_acceptance
+from completer.engine.base import counted_between, tokens_per_step
 from completer.stats import nearest_rank
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,18 +58,9 @@ def summary(xs) -> dict:
 
 
 def counters_delta(after: dict, before: dict) -> dict:
-    """Spec-decode counters accumulated between two snapshots (per position too)."""
-    def sub(a, b):
-        b = b + [0] * (len(a) - len(b))
-        return [x - y for x, y in zip(a, b)]
-
-    d = {k: after[k] - before[k] for k in ("draft_tokens", "accepted_tokens", "generated_tokens",
-                                           "prompt_tokens", "cached_prompt_tokens")}
-    d["draft_per_position"] = sub(after["draft_per_position"], before["draft_per_position"])
-    d["accepted_per_position"] = sub(after["accepted_per_position"], before["accepted_per_position"])
-    with_acceptance(d)
-    drafts = d["draft_per_position"][0] if d["draft_per_position"] else 0
-    d["mean_tokens_per_step"] = 1 + d["accepted_tokens"] / drafts if drafts else 1.0
+    """Spec-decode counters accumulated between two snapshots (per position too), with the mean tokens per step."""
+    d = counted_between(before, after)
+    d["mean_tokens_per_step"] = tokens_per_step(d)
     return d
 
 

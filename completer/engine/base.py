@@ -102,6 +102,34 @@ def with_acceptance(d: dict) -> dict:
     return d
 
 
+def counted_between(before: dict | None, after: dict | None) -> dict:
+    """What a counters snapshot (an engine's :meth:`Engine.counters`, or any dict of counts) counted between
+    ``before`` and ``after``: numbers and per-position lists subtracted (an entry missing or unset before counts as
+    zero); an engine's acceptance ratios derived again from the subtracted counts (``with_acceptance``)."""
+    if not after:
+        return {}
+    before = before or {}
+    out = {}
+    for k, v in after.items():
+        if k in ("acceptance_rate", "acceptance_per_position"):
+            continue                                   # ratios: derived below from the counts, not subtracted
+        b = before.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = v - (b if isinstance(b, (int, float)) else 0)
+        elif isinstance(v, list) and all(isinstance(x, (int, float)) for x in v):
+            bl = b if isinstance(b, list) else []
+            out[k] = [x - (bl[i] if i < len(bl) and isinstance(bl[i], (int, float)) else 0)
+                      for i, x in enumerate(v)]
+    return with_acceptance(out) if "draft_tokens" in out and "accepted_tokens" in out else out
+
+
+def tokens_per_step(d: dict) -> float:
+    """Mean tokens a speculative step yields over counts ``d`` (a snapshot or :func:`counted_between`): the bonus
+    token plus the accepted drafts per step (a step drafts at position 0 once); 1.0 when nothing was drafted."""
+    drafts = (d.get("draft_per_position") or [0])[0]
+    return 1 + d.get("accepted_tokens", 0) / drafts if drafts else 1.0
+
+
 @runtime_checkable
 class Engine(Protocol):
     """What the language server and the benchmarks need from a backend."""

@@ -162,28 +162,3 @@ def test_house_info_is_the_pair_that_ran():
     assert replay.houses_used([{"options": {}}], {"engine": {}}) == v2        # nothing reported: the default
     both = replay.houses_used(ran + [{"engine_config": {"model": "house:v2/target"}}], {})
     assert both == {"house:target": v1, "house:v2/target": v2}
-
-
-def test_engine_counters_diff_reads_an_unset_position_as_zero():
-    """An unset entry (None) in a per-position list of the snapshot before counts as zero instead of failing at the
-    end of a replay (2026-12-05b, the first suffix replay on the H200, failed on acceptance_per_position's None)."""
-    from bench.replay import counters_diff
-
-    before = {"draft_per_position": [3, None], "drafts": 3, "name": "x"}
-    after = {"draft_per_position": [7, 2], "drafts": 9, "name": "x"}
-    assert counters_diff(before, after) == {"draft_per_position": [4, 2], "drafts": 6}
-    assert counters_diff(None, {"drafts": 1}) == {"drafts": 1} and counters_diff({"drafts": 1}, None) == {}
-
-
-def test_engine_acceptance_over_a_replay_comes_from_its_counts_not_from_subtracted_ratios():
-    """A snapshot's acceptance ratios are derived (None where nothing was drafted: the None that failed the first
-    suffix replay); over a replay they are derived again from the counts it added."""
-    from bench.replay import counters_diff
-
-    before = {"draft_tokens": 4, "accepted_tokens": 4, "draft_per_position": [4, 0], "accepted_per_position": [4, 0],
-              "acceptance_rate": 1.0, "acceptance_per_position": [1.0, None]}
-    after = {"draft_tokens": 10, "accepted_tokens": 7, "draft_per_position": [8, 2], "accepted_per_position": [6, 1],
-             "acceptance_rate": 0.7, "acceptance_per_position": [0.75, 0.5]}
-    d = counters_diff(before, after)
-    assert d["draft_tokens"] == 6 and d["accepted_per_position"] == [2, 1]
-    assert d["acceptance_rate"] == 0.5 and d["acceptance_per_position"] == [0.5, 0.5]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.vllm import common, dummy, report
+from bench.vllm import dummy, report
 
 
 @pytest.mark.parametrize("alpha,k", [(0.0, 4), (0.5, 2), (0.8, 4), (0.95, 8)])
@@ -19,18 +19,6 @@ def test_leviathan_speedup():
     assert report.leviathan(3.0, 4, 0.0) == 3.0            # free proposer: every extra token is a gain
     assert report.leviathan(3.0, 4, 0.5) == 1.0            # 4 drafts at half a target step eat the gain
     assert report.leviathan(1.0, 4, 0.1) < 1               # nothing accepted: pure loss
-
-
-def test_counters_delta_per_position():
-    before = dict(draft_tokens=8, accepted_tokens=5, generated_tokens=10, prompt_tokens=50, cached_prompt_tokens=0,
-                  draft_per_position=[2, 2, 2, 2], accepted_per_position=[2, 2, 1, 0])
-    after = dict(draft_tokens=20, accepted_tokens=11, generated_tokens=30, prompt_tokens=90, cached_prompt_tokens=16,
-                 draft_per_position=[5, 5, 5, 5], accepted_per_position=[5, 3, 2, 1])
-    d = common.counters_delta(after, before)
-    assert d["draft_per_position"] == [3, 3, 3, 3] and d["accepted_per_position"] == [3, 1, 1, 1]
-    assert d["acceptance_per_position"] == [1.0, 1 / 3, 1 / 3, 1 / 3]
-    assert d["mean_tokens_per_step"] == 1 + 6 / 3
-    assert d["cached_prompt_tokens"] == 16
 
 
 def test_dummy_shapes_have_the_published_sizes():
