@@ -283,8 +283,8 @@ async def main() -> None:
     args.concurrent = [int(n) for n in args.concurrent.split(",") if n]
     t_start = time.perf_counter()
     folders = {n: write_model(args.models_dir / n, SHAPES[n], args.tokenizer) for n in args.only.split(",") if n}
-    if args.write_only:
-        print({n: str(f) for n, f in folders.items()})
+    if args.write_only:     # the folders and each shape's parameter count, as JSON
+        print(json.dumps({n: {"folder": str(f), "params": params(SHAPES[n])} for n, f in folders.items()}))
         return
     results = {}
     runs = [(name, q) for name in args.only.split(",") if name for q in args.quant.split(",")]

@@ -2,7 +2,8 @@
 
     python bench/vllm/lsp_report.py RESULTS/raw/call4 RESULTS/raw/call5 --out RESULTS
 
-Reads each folder's ``summary.json`` and the replays' ``*.raw.json``; writes ``lsp_summary.md`` (per replay: every
+Reads each folder's ``summary.json`` and the replays' ``*.raw.json``; writes ``lsp_summary.json`` (the load stages,
+with the CPU used during the load) and ``lsp_summary.md`` (per replay: every
 keystroke's answer, shown ghost text, engine failures seen by the client; the load stage's figures) and ``lsp.png``
 (per replay, each keystroke's time to its answer by status, engine failures marked; the load's engine requests
 in flight over time).
@@ -116,7 +117,11 @@ def load_lines(folders: list[Path]) -> tuple[list[str], list[dict]]:
 
 
 def plot(rows, loads: list[dict], path: Path) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"matplotlib is not installed: no {path.name} (pip install matplotlib, then run this again)")
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -159,6 +164,8 @@ def main() -> None:
     lines, loads = load_lines(args.folders)
     text = "\n".join(["# Language server over websockets on vLLM (lsp_device.py)", ""] + table(rows) + [""] + "\n\n".join(lines).split("\n"))
     (args.out / "lsp_summary.md").write_text(text + "\n")
+    # the load stages' figures, machine-readable (with the CPU each process used during the load itself)
+    (args.out / "lsp_summary.json").write_text(json.dumps({"loads": loads}, indent=1) + "\n")
     plot(rows, loads, args.out / "lsp.png")
     print(text)
 

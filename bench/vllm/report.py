@@ -6,7 +6,7 @@ tokens, E = mean tokens per step measured on the house pair (1 + accepted / draf
 i.i.d. acceptance alpha, E = (1 - alpha^(k+1)) / (1 - alpha). Speedup = E / (k*c + 1). The measured small-scale
 speedup is the house pair's median decode tokens/s with the draft over that without.
 
-    python bench/vllm/report.py RESULTS_DIR [--out bench/results/vllm]
+    python bench/vllm/report.py RESULTS_DIR [--out bench/results/vllm]      (FIGURES.md, FIGURES.json, a plot)
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def house_section(house: dict, c: float | None) -> tuple[list[str], list[dict]]:
         k = r["config"].get("num_speculative_tokens")
         e = s["mean_tokens_per_step"]
         meas = r["tokens_per_s"]["median"] / base_tps if base_tps else None
-        exp = leviathan(e, k, c) if (c and k and r["config"]["speculation"] == "draft") else None
+        exp = leviathan(e, k, c) if (c is not None and k and r["config"]["speculation"] == "draft") else None
         exp_ngram = e if r["config"]["speculation"] == "ngram" else None   # n-gram lookup costs ~nothing (c = 0)
         acc = ", ".join(f"{a:.2f}" for a in s["acceptance_per_position"] if a is not None) or "—"
         same = f"{r.get('greedy_identical_to_none', '—')}/{r.get('greedy_compared', '—')}"
@@ -96,8 +96,13 @@ def dummy_section(dummy: dict, tp: str) -> tuple[list[str], float | None]:
     return lines, c
 
 
-def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
+def plot(rows: list[dict], path: Path) -> bool:
+    """Draw the acceptance and speedup plot; False (and a message) without matplotlib (a bare GPU box)."""
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"matplotlib is not installed: no {path.name} (pip install matplotlib, then run this again)")
+        return False
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -116,6 +121,7 @@ def plot(rows: list[dict], path: Path) -> None:
     b.set_ylabel("speedup vs no speculation")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    return True
 
 
 def lsp_section(files: list[tuple[str, dict]]) -> list[str]:
@@ -162,25 +168,27 @@ def main() -> None:
                   ""]
         hl, rows = house_section(house, c)
         lines += hl + [""]
-        plot(rows, args.out / "house_speculation.png")
-        lines += ["![acceptance and speedup](house_speculation.png)", ""]
+        if plot(rows, args.out / "house_speculation.png"):
+            lines += ["![acceptance and speedup](house_speculation.png)", ""]
     lines += dummy_lines
-    if house and c:
+    if house and c is not None:
         lines += ["## 3. Expected speedup at real scale (Leviathan et al.)", "",
                   "Speedup(k) = E(k) / (k·c + 1), E = mean tokens per verification step measured on the house pair "
                   "(bonus token included), c from section 2; alpha solves E = (1 − α^(k+1)) / (1 − α).", "",
                   "| config | E (tokens/step) | alpha | expected speedup 7B/0.5B | measured speedup house pair |",
                   "|---|---|---|---|---|"]
         for r in rows:
-            if r["expected"]:
-                lines.append(f"| {r['name']} | {r['e']:.2f} | {r['alpha']:.3f} | {r['expected']:.2f}x | "
-                             f"{r['measured']:.2f}x |")
+            if r["expected"] is not None:   # alpha: None for an E no i.i.d. acceptance gives ("—")
+                lines.append(f"| {r['name']} | {r['e']:.2f} | {_num(r['alpha'], 3)} | {r['expected']:.2f}x | "
+                             f"{_num(r['measured'], 2)}x |")
         lines.append("")
     lsp = sorted(args.results.glob("lsp*.json"))
     if lsp:
         lines += lsp_section([(f.name, json.loads(f.read_text())) for f in lsp])
     (args.out / "FIGURES.md").write_text("\n".join(lines))
-    print(f"wrote {args.out / 'FIGURES.md'}")
+    # the same figures, machine-readable: the cost ratio c and per house configuration E, alpha, the speedups
+    (args.out / "FIGURES.json").write_text(json.dumps({"c": c, "house": rows if house else []}, indent=1) + "\n")
+    print(f"wrote {args.out / 'FIGURES.md'} and FIGURES.json")
 
 
 if __name__ == "__main__":
