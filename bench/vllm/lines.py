@@ -17,7 +17,8 @@ ghost text (the server's own cost per keystroke is in the house-scale replays: a
     python bench/vllm/lines.py --out /tmp/lines --engine-json '{"backend": "torch", "device": "cpu"}' \\
         --model house:v2/target --limit 20          # a CPU dry run of the same flow
 
-Writes ``lines.json`` (every keystroke, then the summary) after each trace, and ``lines.png``.
+Writes ``lines.json`` (every keystroke with the first line and block the user then typed, then the summary) after
+each trace, and ``lines.png``.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ def keystroke_cases(traces: list[tuple[str, tr.Trace]], engine, settings: Settin
             n_line = min(cap, p.max_tokens, engine.count_tokens(line) + 1)
             n_block = max(n_line, min(cap, engine.count_tokens(block) + 1))
             cases.append({"trace": name, "uri": ev.uri, "offset": off, "mode": p.mode, "prompt": p.prompt,
-                          "heal": p.heal, "line_chars": len(line), "block_chars": len(block),
+                          "heal": p.heal, "line": line, "block": block, "line_chars": len(line),
+                          "block_chars": len(block),
                           "n_line": n_line, "n_block": n_block, "capped": n_block == cap})
             if limit is not None and len(cases) >= limit:
                 return cases, skipped
@@ -135,7 +137,11 @@ def summarize(records: list[dict]) -> dict:
 
 
 def plot(records: list[dict], path: Path, title: str) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"matplotlib is not installed: no {path.name} (the figures are in lines.json)", flush=True)
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -161,13 +167,15 @@ def make_engine(args):
     ``dummy.write_model``), with ``--engine-json`` over it (a null removes a setting)."""
     from completer.engine import EngineConfig, create_engine
 
-    cfg = {"backend": "vllm", "model": args.model, "dtype": "bfloat16", "speculation": "none",
-           "gpu_memory_utilization": args.gpu_memory_utilization}
-    if Path(args.model, "config.json").is_file() and not Path(args.model, "model.safetensors").exists():
-        cfg["load_format"] = "dummy"
+    over = json.loads(args.engine_json)
+    cfg = {"backend": "vllm", "model": args.model, "speculation": "none"}
+    if over.get("backend", "vllm") == "vllm":       # vLLM's own settings (the embedded backend refuses them)
+        cfg.update(dtype="bfloat16", gpu_memory_utilization=args.gpu_memory_utilization)
+        if Path(args.model, "config.json").is_file() and not Path(args.model, "model.safetensors").exists():
+            cfg["load_format"] = "dummy"
     if args.quantization:
         cfg["quantization"] = args.quantization
-    cfg = {k: v for k, v in {**cfg, **json.loads(args.engine_json)}.items() if v is not None}
+    cfg = {k: v for k, v in {**cfg, **over}.items() if v is not None}
     config = EngineConfig(**cfg)
     if config.backend != "vllm":
         return create_engine(config)
@@ -187,7 +195,7 @@ async def amain(args) -> dict:
         settings = Settings(max_tokens=args.max_tokens)
         cases, skipped = keystroke_cases(traces, engine, settings, args.limit)
         print(f"{len(cases)} keystrokes ({skipped} left out), engine ready in {started_s:.0f} s", flush=True)
-        for i in range(args.warmup):        # the first requests compile kernels
+        for i in range(args.warmup if cases else 0):        # the first requests compile kernels
             await time_case(engine, cases[i % len(cases)], f"warm-{i}")
         records: list[dict] = []
         res = {"argv": sys.argv, "engine_start_s": started_s, "skipped": skipped, "records": records}

@@ -1,13 +1,37 @@
-"""bench/vllm/lines.py (time to the first line and to the full block): the next text of a keystroke, the cases
-built from a trace by the server's pipeline, and one timed case on the embedded engine (CPU)."""
+"""bench/vllm/lines.py (time to the first line and to the full block), run as a program on traces written here (its
+CPU dry run, the embedded engine): the next text of a keystroke, the cases built from a trace by the server's
+pipeline, and one timed case."""
 
-import asyncio
+import json
 
 import pytest
 
 from lsp import trace as tr
-from bench.vllm import lines
-from completer.postprocess.context import Context
+from tests.helpers.programs import run_program
+
+URI = "file:///t/a.py"
+
+
+def _lines(tmp_path, trace: tr.Trace | str) -> dict:
+    """lines.json of the program's CPU dry run (house:v2/target, no warm-up) over ``trace``."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(trace if isinstance(trace, str) else tr.dumps(trace))
+    run_program("bench.vllm.lines", "--out", tmp_path / "out", "--model", "house:v2/target", "--traces", path,
+                "--warmup", "0", "--engine-json", '{"backend": "torch", "device": "cpu"}')
+    return json.loads((tmp_path / "out" / "lines.json").read_text())
+
+
+def _keystroke_then(final: str, before: str, after: str) -> tr.Trace:
+    """A trace whose keystroke types the last character of ``before`` (the cursor then between ``before`` and
+    ``after``), then one edit that makes the document ``final``."""
+    start = before[:-1] + after
+    key = tr.insert_edit(start, len(before) - 1, before[-1])
+    doc, _ = tr.apply_edit(start, key)
+    if final.startswith(before) and final.endswith(after) and len(before) + len(after) <= len(final):
+        rest = tr.insert_edit(doc, len(before), final[len(before):len(final) - len(after)])
+    else:                                     # the user rewrites the document
+        rest = {"range": {"start": tr.position_of(doc, 0), "end": tr.position_of(doc, len(doc))}, "text": final}
+    return tr.Trace(tr.Header(URI, "python", start), [tr.Event(0.0, URI, edit=key), tr.Event(90.0, URI, edit=rest)])
 
 
 @pytest.mark.parametrize("final,before,after,mode,want", [
@@ -21,10 +45,15 @@ from completer.postprocess.context import Context
     # the user later rewrites what is before the cursor: unknown
     ("print(1)\n", "prnt(", "", "line", None),
 ])
-def test_truth(final, before, after, mode, want):
-    ctx = Context(line_before=before.rsplit("\n", 1)[-1], rest=after.split("\n", 1)[0], suffix=after, mode=mode,
-                  language="python", indent="    " if mode == "block" else "")
-    assert lines.truth(final, before, after, ctx) == want
+def test_truth(tmp_path, final, before, after, mode, want):
+    out = _lines(tmp_path, _keystroke_then(final, before, after))
+    mine = [r for r in out["records"] if r["offset"] == len(before)]
+    if want is None:
+        assert mine == [] and out["skipped"]["rewritten_later"] == 1
+        return
+    [r] = mine
+    assert r["mode"] == mode and (r["line"], r["block"]) == want
+    assert (r["line_chars"], r["block_chars"]) == (len(want[0]), len(want[1]))
 
 
 TRACE = """{"trace": 1, "uri": "file:///t/a.py", "languageId": "python", "text": "import os\\n\\n"}
@@ -33,22 +62,23 @@ TRACE = """{"trace": 1, "uri": "file:///t/a.py", "languageId": "python", "text":
 """
 
 
-def test_cases_and_one_timed_request_on_the_embedded_engine():
+def test_cases_and_one_timed_request_on_the_embedded_engine(tmp_path):
+    import asyncio
+
     from completer.engine import EngineConfig, create_engine
 
+    out = _lines(tmp_path, TRACE)
+    # the first keystroke has " = os.getcwd()" left on its line; the second types to the end: nothing left
+    assert len(out["records"]) == 1 and out["skipped"] == {"rewritten_later": 0, "nothing_left_to_type": 1}
+    c = out["records"][0]
+    assert c["line_chars"] == len(" = os.getcwd()")
     engine = create_engine(EngineConfig(model="house:v2/target", speculation="none", device="cpu"))
     try:
-        cases, skipped = lines.keystroke_cases([("a", tr.loads(TRACE, "a"))], engine)
-        # the first keystroke has " = os.getcwd()" left on its line; the second types to the end: nothing left
-        assert len(cases) == 1 and skipped == {"rewritten_later": 0, "nothing_left_to_type": 1}
-        c = cases[0]
-        assert c["line_chars"] == len(" = os.getcwd()")
         assert c["n_line"] == engine.count_tokens(" = os.getcwd()") + 1
-        assert c["n_line"] <= c["n_block"] <= 64
-        r = asyncio.run(lines.time_case(engine, c, "t0"))
-        assert 0 < r["tokens"] <= c["n_block"]
-        assert r["ttft_ms"] <= r["block_ms"] and (r["line_ms"] is None or r["line_ms"] <= r["block_ms"])
-        s = lines.summarize([{**c, **r}])
-        assert s["keystrokes"] == 1 and s["full_block_ms"]["p50"] == r["block_ms"]
     finally:
         asyncio.run(engine.close())
+    assert c["n_line"] <= c["n_block"] <= 64
+    assert 0 < c["tokens"] <= c["n_block"]
+    assert c["ttft_ms"] <= c["block_ms"] and (c["line_ms"] is None or c["line_ms"] <= c["block_ms"])
+    s = out["summary"]
+    assert s["keystrokes"] == 1 and s["full_block_ms"]["p50"] == c["block_ms"]
