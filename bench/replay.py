@@ -5,6 +5,8 @@
                                       adaptive-nocache,reuse,early-answer,adaptive-debounce]
                            [--config NAME=JSON ...] [--engine KEY=VALUE ...] [--option KEY=JSON ...]
                            [--load quiet,busy] [--repeat N] [--speed 1.0] [--out FOLDER]
+    python -m bench.replay ... --plan                 (print what would run, as JSON; run nothing)
+    python -m bench.replay --judge CASES.json         (the verdict of right() on each {ghost, before, after, final})
 
 The configuration ``default`` sends no options at all: the server runs with its own defaults (lsp/config.py's
 ``ServerConfig``, recorded in the results as they were read there), so the replay measures what users get.
@@ -395,7 +397,22 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--name", default="replay", help="output file stem")
     ap.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for the engine to load")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--plan", action="store_true",
+                    help="run nothing: print the configurations (options sent, settings the server runs with), the "
+                         "server's defaults, the machine conditions and the house pair, as JSON")
+    ap.add_argument("--judge", type=Path, metavar="CASES.json",
+                    help="run nothing: print the right-before-the-next-key verdict (see right()) of each case "
+                         "{ghost, before, after, final} of CASES.json, as a JSON list")
     return ap
+
+
+def plan(args) -> dict:
+    """What ``args`` would run (``--plan``): each configuration's options and effective settings, and the rest."""
+    chosen, loads = configurations(args)
+    return {"server_defaults": server_defaults(), "loads": loads,
+            "configs": {n: {"options": o, "effective": effective(o)} for n, o in chosen.items()},
+            "house": houses_used([{"options": o} for o in chosen.values()],
+                                 {"engine": parse_kv(args.engine, "--engine")})}
 
 
 def configurations(args) -> tuple[dict[str, dict], list[str]]:
@@ -472,6 +489,13 @@ async def amain(args) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if args.judge:
+        print(json.dumps([right(c["ghost"], c["before"], c["after"], c["final"])
+                          for c in json.loads(args.judge.read_text())]))
+        return
+    if args.plan:
+        print(json.dumps(plan(args), indent=1))
+        return
     if args.out is None:
         args.out = HERE / "results" / f"replay-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
     raw = asyncio.run(amain(args))
