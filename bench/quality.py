@@ -3,6 +3,8 @@
     python -m bench.quality [--config NAME=JSON ...] [--per-kind 3] [--seed 0] [--max-tokens 48]
                             [--manifest bench/quality_manifest.json] [--out bench/results/quality-new]
                             [--compare A:B ...]
+    python -m bench.quality --positions [--manifest M] [--per-kind 3] [--seed 0]   (the positions drawn, as JSON)
+    python -m bench.quality --judge CASES.json      (score and failure kinds of given ghost texts, as JSON)
 
 Eval set: the files in ``bench/quality_manifest.json``: Python from the house corpus's *held-out* split
 (``completer.training.corpus``; training never sees it) and code in other languages from Debian packages that are not
@@ -310,7 +312,13 @@ async def run_config(name: str, engine_cfg: dict, positions: list[Position], arg
     pipe = engine_only.pop("settings", {})             # pipeline.Settings fields (e.g. a pipeline fix switched off)
     rules = engine_only.pop("healing_rules", {})       # completer.healing's module switches (the engine's healing
     with _healing_rules(rules):                        # constraint, in this process), e.g. the rules before v3
-        return await _run_config(name, engine_cfg, engine_only, pipe, positions, args, progress)
+        from completer import healing
+        in_effect = {k: getattr(healing, k) for k in HEALING_RULES}
+        res = await _run_config(name, engine_cfg, engine_only, pipe, positions, args, progress)
+    return {**res, "healing_rules_in_effect": in_effect}     # what this configuration ran with
+
+
+HEALING_RULES = ("ANY_PREFIX_TOKEN", "WHITESPACE_AFTER_HEAL")     # completer.healing's switches a config may set
 
 
 @contextlib.contextmanager
@@ -318,7 +326,7 @@ def _healing_rules(rules: dict):
     """Set ``completer.healing``'s switches (``ANY_PREFIX_TOKEN``, ``WHITESPACE_AFTER_HEAL``) for one configuration
     and put them back after; the allowed-token tables are rebuilt either way (they are cached per tokenizer)."""
     from completer import healing
-    unknown = set(rules) - {"ANY_PREFIX_TOKEN", "WHITESPACE_AFTER_HEAL"}
+    unknown = set(rules) - set(HEALING_RULES)
     if unknown:
         raise ValueError(f"healing_rules: unknown {sorted(unknown)}")
     saved = {k: getattr(healing, k) for k in rules}
@@ -786,6 +794,24 @@ def rerender(path: Path, out: Path, plot_it: bool = True) -> list[Path]:
     return write(result, out, plot_it)
 
 
+def judge(case: dict) -> dict:
+    """``--judge``: the score and failure kinds of ``case["ghost"]`` at ``case["offset"]`` of ``case["document"]``."""
+    doc, off = case["document"], case["offset"]
+    pos = Position(case.get("file", "f"), case["language"], case.get("kind", "mid_line"), doc[:off].count("\n"),
+                   off, doc, case["expected"])
+    return {"score": score(pos, case["ghost"]), "failures": failures(pos, case["ghost"])}
+
+
+def manifest_positions(manifest: Path, per_kind: int, seed: int, languages: list[str] | None) -> dict:
+    """``--positions``: the manifest's files present here, its notes, and the positions drawn from them."""
+    files, notes = load_manifest(manifest)
+    files = [f for f in files if not languages or f.language in languages]
+    return {"files": [{"name": f.name, "language": f.language, "sha1_ok": f.sha1_ok, "added": f.added}
+                      for f in files], "notes": notes,
+            "positions": [{**asdict(p), "line_before": p.line_before}
+                          for f in files for p in sample_positions(f, per_kind, seed)]}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", action="append", type=_config_arg, metavar="NAME[=JSON]",
@@ -810,7 +836,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--render", type=Path, metavar="QUALITY_JSON",
                     help="only re-render the summary, markdown and plot of a saved run (into --out, default its folder)")
+    ap.add_argument("--positions", action="store_true",
+                    help="run nothing: print the manifest's files (sha1 checked), its notes and the positions "
+                         "--per-kind/--seed/--languages draw, as JSON")
+    ap.add_argument("--judge", type=Path, metavar="CASES.json",
+                    help="run nothing: print the score and failure kinds of each case {document, offset, expected, "
+                         "language, kind, ghost} of CASES.json, as a JSON list")
     args = ap.parse_args(argv)
+    if args.judge:
+        print(json.dumps([judge(c) for c in json.loads(args.judge.read_text())]))
+        return 0
+    if args.positions:
+        print(json.dumps(manifest_positions(args.manifest, args.per_kind or BASE_PER_KIND, args.seed,
+                                            args.languages)))
+        return 0
     if args.render:
         for p in rerender(args.render, args.out or args.render.parent, plot_it=not args.no_plot):
             print(p)

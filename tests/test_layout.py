@@ -175,19 +175,13 @@ def test_completer_never_imports_lsp_or_bench():
             assert not any(t == "lsp" or t.startswith("lsp.") for t in GRAPH[name]), f"{name} imports lsp"
 
 
-# Tests of benchmark scripts still importing them, being rewritten to run the benchmark as a program (issue 33): the
-# list only shrinks (a file here that no longer imports bench fails the test too, so it is taken off).
-NOT_YET = {"tests/bench/test_quality.py"}
-
-
 def test_no_test_imports_bench():
     """Tests of the product test the product; a benchmark is run as a program (``python -m bench.X``) when a test
     checks it."""
     data = ROOT / "tests" / "data"                   # documents the tests complete, not Python the tests run
     offenders = {str(p.relative_to(ROOT)): imports_of_bench(p.read_text(encoding="utf-8"))
                  for p in sorted((ROOT / "tests").rglob("*.py")) if data not in p.parents}
-    assert {k: v for k, v in offenders.items() if v and k not in NOT_YET} == {}
-    assert {k for k in NOT_YET if not offenders.get(k)} == set(), "no longer imports bench: take it off NOT_YET"
+    assert {k: v for k, v in offenders.items() if v} == {}
 
 
 def test_every_module_has_a_layer():
