@@ -48,10 +48,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .corpus import read_source
+
 LANGUAGES = {".py": "python", ".c": "c", ".h": "c", ".go": "go", ".js": "javascript", ".mjs": "javascript",
              ".cjs": "javascript", ".ts": "typescript", ".mts": "typescript", ".cts": "typescript",
              ".tsx": "typescript", ".rs": "rust"}
-MIN_BYTES, MAX_BYTES, MAX_LINE_CHARS = 200, 256 * 1024, 400
+MAX_LINE_CHARS = 400        # the byte bounds of a file are the house corpus's (corpus.read_source)
 HELDOUT_PERCENT = 5
 NEAR_DUP = 0.7
 N_HASH, BANDS = 32, 8
@@ -261,17 +263,6 @@ def pkg_info_licence(root: Path) -> str:
 
 
 # --- text filters --------------------------------------------------------------------------------------------------
-def read_text(path: Path) -> str | None:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    if not MIN_BYTES <= len(data) <= MAX_BYTES or b"\0" in data:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
 
 
 def why_dropped(name: str, text: str) -> str | None:
@@ -412,7 +403,7 @@ def build(root: str | Path, out: str | Path, preset: int = 3) -> dict:
         for path, rel in iter_package_files(folder):
             language = LANGUAGES[path.suffix]
             counts["candidates"] += 1
-            text = read_text(path)
+            text = read_source(path)
             entry = {"package": pid, "path": rel, "language": language}
             if text is None:
                 counts["unreadable_or_size"] += 1
