@@ -21,7 +21,8 @@ parts of at most 15 MiB after each save (for a device whose returned files are s
 
 Both models see the same batches in one loop; the draft also distils the target (KL to the target's next-token
 distribution), which is what speculative acceptance rewards. Time-based schedule: the learning rate follows a
-cosine over the wall-clock budget, so a run always finishes and saves on time. Fixed seed; progress bar.
+cosine over the wall-clock budget (or over --max-steps when those end the run first), so a run always finishes and
+saves on time. Fixed seed; progress bar.
 """
 
 from __future__ import annotations
@@ -424,7 +425,9 @@ def _loop(args, p: Preset, budget: float, start: float, data, device, vocab: int
     every = (args.checkpoint_minutes or 0) * 60
     next_save = every if every > 0 else float("inf")
     while (elapsed := time.time() - start) < budget and (args.max_steps is None or step < args.max_steps):
-        frac = elapsed / budget
+        # the schedule runs over whichever limit ends the run first: the wall-clock budget or --max-steps (a short
+        # run by steps used to stay in warm-up, its rate set by how fast the machine happened to be)
+        frac = max(elapsed / budget, step / args.max_steps if args.max_steps else 0.0)
         for opt, base in ((opt_t, p.lr), (opt_d, p.draft_lr)):
             for g in (opt.param_groups if opt is not None else ()):
                 g["lr"] = lr_at(frac, base)
