@@ -90,7 +90,12 @@ async def test_closing_the_stream_aborts_the_request_on_the_server(make_remote, 
         async for chunk in gen:
             if chunk.text:
                 break
-        assert house_server.metrics()["vllm:num_requests_running"] >= 1
+        # vLLM's frontend hands the chunk on before it records the step's gauges (it yields in between), so the
+        # gauge can lag the first chunk: poll it (the request has 1500 tokens to go, seconds on this machine)
+        deadline = time.monotonic() + 5
+        while house_server.metrics()["vllm:num_requests_running"] < 1 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert house_server.metrics()["vllm:num_requests_running"] >= 1, "the request is not running on the server"
         await gen.aclose()
         deadline, m = time.monotonic() + 20, {}
         while time.monotonic() < deadline:
