@@ -173,3 +173,44 @@ def test_layer_step_equals_the_separate_kernels():
                           None, 0.0, True)
     assert got.shape == x.shape
     assert torch.equal(got.view(T, h), want) and torch.equal(kc, k2) and torch.equal(vc, v2)
+
+
+_CACHED_LOAD = """
+import sys, logging
+from torch.utils import cpp_extension
+if sys.argv[1] == "cached":          # a start with the build cached must not run torch's builder (ninja, setuptools)
+    def refuse(*a, **k):
+        raise AssertionError("cpp_extension.load ran although the build is cached")
+    cpp_extension.load = refuse
+logging.basicConfig(level=logging.WARNING)
+from completer.models import kernels
+assert kernels.ops() is not None, kernels.reason()
+print("ok")
+"""
+
+
+@needs_kernels
+def test_a_cached_build_loads_directly_and_a_broken_one_is_rebuilt(tmp_path):
+    """The cached extension is loaded as a library (no builder: 0.3-0.7 s of every start); a .so cut short (a
+    build killed while linking) is built again instead of leaving the engine on torch's ops."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    built = next(Path(p) for p in torch.ops.loaded_libraries if "completer_kernels_" in Path(p).name)
+    root = tmp_path / "ext"
+    shutil.copytree(built.parent, root / built.parent.name)
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(root)}
+    repo = Path(__file__).resolve().parents[3]
+    run = lambda mode: subprocess.run([sys.executable, "-c", _CACHED_LOAD, mode], cwd=repo, env=env,   # noqa: E731
+                                      capture_output=True, text=True, timeout=600)
+    r = run("cached")
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+    copy = root / built.parent.name / built.name
+    copy.write_bytes(copy.read_bytes()[:4096])                           # a link cut short
+    r = run("broken")
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+    assert "building them again" in r.stderr
+    assert copy.stat().st_size > 4096
