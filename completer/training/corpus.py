@@ -313,16 +313,34 @@ def subset_archive(src: str | Path, dst: str | Path, mb: float) -> dict:
             "archive_bytes": Path(dst).stat().st_size}
 
 
-if __name__ == "__main__":  # python -m completer.training.corpus [split] | build OUT [--heldout-mb N] | subset SRC DST --mb N
-    if len(sys.argv) > 2 and sys.argv[1] == "build":
-        mb = float(sys.argv[sys.argv.index("--heldout-mb") + 1]) if "--heldout-mb" in sys.argv else 1.0
-        print(json.dumps(build_archive(sys.argv[2], heldout_mb=mb), indent=1))
-        raise SystemExit(0)
-    if len(sys.argv) > 5 and sys.argv[1] == "subset" and sys.argv[4] == "--mb":
-        print(json.dumps(subset_archive(sys.argv[2], sys.argv[3], float(sys.argv[5])), indent=1))
-        raise SystemExit(0)
-    split = sys.argv[1] if len(sys.argv) > 1 else "heldout"
-    n = size = 0
-    for rel, text in iter_texts(split):
-        n, size = n + 1, size + len(text)
-    print(f"{split}: {n} files, {size / 1e6:.1f} MB of text from {', '.join(map(str, roots()))}")
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m completer.training.corpus", description=(
+        "The training corpus: count this machine's Python split (stdlib and site-packages), build the multi-language "
+        "archive from the manifest, or cut a smaller archive from one."))
+    sub = ap.add_subparsers(dest="cmd")
+    count = sub.add_parser("count", help="files and MB of text of a split of this machine's Python (the default)")
+    count.add_argument("split", nargs="?", default="heldout", choices=("train", "heldout", "all"))
+    build = sub.add_parser("build", help="OUT/train.jsonl.xz, OUT/heldout.jsonl.xz, OUT/corpus_meta.json")
+    build.add_argument("out")
+    build.add_argument("--heldout-mb", type=float, default=1.0, help="MB of text held out (default 1)")
+    subset = sub.add_parser("subset", help="about --mb MB of SRC's text into DST, each language keeping its share")
+    subset.add_argument("src")
+    subset.add_argument("dst")
+    subset.add_argument("--mb", type=float, required=True)
+    args = ap.parse_args(["count", *argv] if argv and argv[0] in ("train", "heldout", "all") else
+                         (argv if argv else ["count"]))
+    if args.cmd == "build":
+        print(json.dumps(build_archive(args.out, heldout_mb=args.heldout_mb), indent=1))
+    elif args.cmd == "subset":
+        print(json.dumps(subset_archive(args.src, args.dst, args.mb), indent=1))
+    else:
+        n = size = 0
+        for _, text in iter_texts(args.split):
+            n, size = n + 1, size + len(text)
+        print(f"{args.split}: {n} files, {size / 1e6:.1f} MB of text from {', '.join(map(str, roots()))}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

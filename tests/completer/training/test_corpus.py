@@ -154,3 +154,16 @@ def test_subset_keeps_every_languages_share_in_archive_order(tmp_path):
     assert [r for r, _, _ in got] == [f"p{i}.py" for i in range(15)] + [f"g{i}.go" for i in range(5)]
     assert report["files"] == 20 and report["mb_by_language"] == {"go": 0.5, "python": 0.9}
     assert report["archive_bytes"] == (tmp_path / "small.jsonl.xz").stat().st_size
+
+
+def test_command_line_help_and_errors(capsys):
+    """``--help`` prints the usage (it used to be read as a split name and crash); a wrong split is refused."""
+    import pytest
+
+    from completer.training import corpus
+    with pytest.raises(SystemExit) as e:
+        corpus.main(["--help"])
+    assert e.value.code == 0 and "build" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        corpus.main(["count", "nonsense"])
+    assert e.value.code == 2 and "invalid choice" in capsys.readouterr().err
