@@ -187,6 +187,22 @@ def check_prompt(ids: Sequence[int], *, n_vocab: int | None, positions: int | No
                            f"{positions} positions")
 
 
+def admit(request: Request, *, closed: bool, running, encode, n_vocab: int | None, positions: int | None,
+          counters) -> list[int]:
+    """The admission of a request by a backend that tokenizes for a server (vLLM in process, remote): the engine
+    open, the id not running (``running``: the ids in flight), the prompt's token ids (``encode`` for text)
+    checked by :func:`check_prompt` with room for ``max_new_tokens``; counts it as started. Returns the ids."""
+    if closed:
+        raise EngineError("engine is closed")
+    if request.request_id in running:
+        raise EngineError(f"request id {request.request_id!r} is already running")
+    ids = list(request.prompt) if not isinstance(request.prompt, str) else encode(request.prompt)
+    check_prompt(ids, n_vocab=n_vocab, positions=positions, reserve=max(request.max_new_tokens, 1))
+    counters.requests_started += 1
+    counters.prompt_tokens += len(ids)
+    return ids
+
+
 def apply_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
     """Cut ``text`` before the earliest stop string. Returns (text, stopped)."""
     cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=-1)

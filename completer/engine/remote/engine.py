@@ -34,7 +34,7 @@ from typing import Any, AsyncIterator
 
 from ... import healing
 from ...prompt import template_for_model
-from ..base import Chunk, Counters, EngineError, Request, RequestError, apply_stop, check_prompt, open_model
+from ..base import Chunk, Counters, EngineError, Request, RequestError, admit, apply_stop, open_model
 from ..config import EngineConfig
 from ..vllm.engine import race_safe   # a pure function of the request (importing it does not import vLLM)
 from . import affinity
@@ -145,15 +145,11 @@ class RemoteEngine:
         if self._closed:
             raise EngineError("engine is closed")
         rid = request.request_id
-        if rid in self._active:
-            raise EngineError(f"request id {rid!r} is already running")
-        ids = list(request.prompt) if not isinstance(request.prompt, str) else self.encode(request.prompt)
         model = await self._model()
-        check_prompt(ids, n_vocab=self.n_vocab, positions=self.max_model_len, reserve=max(request.max_new_tokens, 1))
-        headers = affinity.headers_for(self.client_id, request.cache_key, self.config.replicas)
         c = self._counters
-        c.requests_started += 1
-        c.prompt_tokens += len(ids)
+        ids = admit(request, closed=self._closed, running=self._active, encode=self.encode, n_vocab=self.n_vocab,
+                    positions=self.max_model_len, counters=c)
+        headers = affinity.headers_for(self.client_id, request.cache_key, self.config.replicas)
         if request.max_new_tokens == 0:
             c.requests_finished += 1
             yield Chunk(rid, finished=True, finish_reason="length")
@@ -229,7 +225,10 @@ class RemoteEngine:
 
     # --- HTTP ---------------------------------------------------------------------------------------------
     async def _next(self, queue: asyncio.Queue, reader: asyncio.Task, rid: str):
-        """The next parsed delta; None when the request was aborted; the reader's error raised."""
+        """The next parsed delta; None when the request was aborted (deltas the reader had queued before the abort
+        are dropped: after abort() only the abort chunk comes); the reader's error raised."""
+        if rid in self._aborted:
+            return None
         item = await queue.get()
         if isinstance(item, BaseException):
             if isinstance(item, asyncio.CancelledError) and rid in self._aborted:

@@ -29,7 +29,7 @@ from typing import Any, AsyncIterator
 from ... import healing
 from ...models import resolve_model
 from ...prompt import template_for_model
-from ..base import Chunk, Counters, EngineError, Request, RequestError, apply_stop, check_prompt, held_back, open_model
+from ..base import Chunk, Counters, EngineError, Request, RequestError, admit, apply_stop, held_back, open_model
 from ..choice import resolve as resolve_speculation
 from ..config import EngineConfig
 from .settings import engine_kwargs
@@ -215,16 +215,10 @@ class VLLMEngine:
         return template_for_model(self.model_path)
 
     async def generate(self, request: Request) -> AsyncIterator[Chunk]:
-        if self._closed:
-            raise EngineError("engine is closed")
         rid = request.request_id
-        if rid in self._active:
-            raise EngineError(f"request id {rid!r} is already running")
-        ids = list(request.prompt) if not isinstance(request.prompt, str) else self.encode(request.prompt)
-        check_prompt(ids, n_vocab=self.n_vocab, positions=self.max_model_len, reserve=max(request.max_new_tokens, 1))
         c = self._counters
-        c.requests_started += 1
-        c.prompt_tokens += len(ids)
+        ids = admit(request, closed=self._closed, running=self._active, encode=self.encode, n_vocab=self.n_vocab,
+                    positions=self.max_model_len, counters=c)
         if request.max_new_tokens == 0:
             c.requests_finished += 1
             yield Chunk(rid, finished=True, finish_reason="length")
