@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from .engine import EngineConfig, EngineError, Request, create_engine
+from .engine.base import counted_between, tokens_per_step
 from .engine.choice import choice_path, measured_for
 from .engine.config import DEFAULT_MODEL, HOUSE_DRAFTS, own_drafter
 from .stats import nearest_rank
@@ -106,14 +107,12 @@ def summarise(rounds: list[list[Run]], before: dict, after: dict, fresh: bool = 
     output = [x.text for x in rounds[0]]
     first = [x.first_s * 1e3 for r in rounds for x in r if x.first_s is not None]
     decode = [d for r in rounds for x in r if (d := x.decode_ms_per_token()) is not None]
-    drafts = (after.get("draft_per_position") or [0])[0] - ((before.get("draft_per_position") or [0]) + [0])[0]
-    accepted = after.get("accepted_tokens", 0) - before.get("accepted_tokens", 0)
     return {"tokens_per_s_p50": statistics.median(len(x) / t for t, x in zip(lat, ids) if x),
             "aggregate_tokens_per_s": sum(len(x) for x in ids) / sum(lat),
             "latency_p50_ms": statistics.median(lat) * 1e3, "latency_p95_ms": nearest_rank(lat, 95) * 1e3,
             "first_token_p50_ms": statistics.median(first) if first else None,
             "decode_ms_per_token_p50": statistics.median(decode) if decode else None,
-            "tokens_per_step": 1 + accepted / drafts if drafts else 1.0, "rounds": len(rounds),
+            "tokens_per_step": tokens_per_step(counted_between(before, after)), "rounds": len(rounds),
             "same_output_every_round": None if fresh else all([x.text for x in r] == output for r in rounds),
             "output": output,
             "outputs": [[x.text for x in r] for r in rounds],

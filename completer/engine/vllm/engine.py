@@ -36,7 +36,7 @@ from .settings import engine_kwargs
 
 log = logging.getLogger(__name__)
 
-# vLLM 0.26's V2 model runner (the default without speculation and with the EAGLE family) keeps a request's
+# vLLM's V2 model runner (0.26 and the 0.32 CPU build checked; the default without speculation and with the EAGLE family) keeps a request's
 # allowed_token_ids in a fixed table of 1024 per request (vllm/v1/worker/gpu/sample/logit_bias.py,
 # MAX_NUM_ALLOWED_TOKEN_IDS) and raises ValueError for more *inside the engine core's model step*: nothing checks it
 # when the request is added, so the whole engine core dies (EngineDeadError) instead of the request failing. Token
