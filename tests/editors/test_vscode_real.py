@@ -174,7 +174,9 @@ def test_ghost_text_tab_accepts_exactly_it_typing_cancels_and_no_suggest_list(vs
         "completer.serverCommand": ["completer-lsp", "--log-file", str(server_log), "--log-level", "DEBUG"],
         "completer.model": engine_options["model"], "completer.draft": engine_options["draft"],
         "completer.device": engine_options.get("device", "cpu"), "completer.maxTokens": 16,
-        "completer.debounceMs": 5,
+        # a request waits 300 ms before the engine, so the keys typed on (no pause between them) always find one
+        # in flight to cancel; with 5 ms a warm server answered before the next key and nothing was cancelled
+        "completer.debounceMs": 300,
     }
     seen = run_vscode(vscode_setup, "ghost", settings, ws, {"file": "demo.py", "path": str(ws / "demo.py"), "typed": typed,
                                                        "typeOn": "\nx = 1"},
