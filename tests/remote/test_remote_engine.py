@@ -133,14 +133,24 @@ async def test_server_down_then_up_is_served_by_the_same_engine(vllm_bin, tmp_pa
         server.start().wait_ready(900)
         text, ids, reason = await contract.collect(engine, Request("up", contract.PROMPTS[0], max_new_tokens=8))
         assert reason in ("stop", "length") and ids
-        gen = engine.generate(Request("mid", contract.PROMPTS[2], max_new_tokens=1500))
         chunks = []
-        try:
-            async for chunk in gen:
+
+        async def consume():
+            async for chunk in engine.generate(Request("mid", contract.PROMPTS[2], max_new_tokens=1500)):
                 chunks.append(chunk)
-                if len(chunks) == 1:                         # the server dies while it streams
-                    assert server.proc.poll() is None, f"the server at {url} had exited:\n{server.tail()}"
-                    server.stop(signal.SIGKILL)
+
+        streaming = asyncio.get_running_loop().create_task(consume())
+        # the server dies while it generates: killed once its gauge shows the request running (1500 tokens are
+        # seconds of work here), not on the first chunk the client reads, which a busy server may send late
+        deadline = time.monotonic() + 60
+        while not streaming.done() and time.monotonic() < deadline and \
+                server.metrics()["vllm:num_requests_running"] < 1:
+            await asyncio.sleep(0.05)
+        assert not streaming.done(), f"the request ended before the server was killed: {chunks[-1:]}"
+        assert server.proc.poll() is None, f"the server at {url} had exited:\n{server.tail()}"
+        server.stop(signal.SIGKILL)
+        try:
+            await asyncio.wait_for(streaming, 60)
         except ServerUnavailable as e:
             assert url in str(e)
         else:

@@ -81,8 +81,11 @@ needs_smollm2 = pytest.mark.skipif(SMOL is None, reason="optional SmolLM2 GGUF n
 
 @needs_smollm2
 def test_smollm2_with_its_draft_writes_what_it_writes_alone(tmp_path, monkeypatch):
-    """gguf:smollm2 + house:smollm2/draft, k=2 and k=4: greedy text identical to no speculation, and the draft is
-    right often enough to be accepted (it was trained on SmolLM2's tokenizer, not distilled from it)."""
+    """gguf:smollm2 + house:smollm2/draft, k=2 and k=4: greedy text identical to no speculation, with drafts
+    accepted; and the draft alone, fed the target's own greedy text, names the target's next token often (it was
+    trained on SmolLM2's tokenizer, not distilled from it). That agreement is measured token by token, not from the
+    engine's acceptance counts: how many tokens the engine drafts depends on when its break-even check switches
+    speculation off, which follows this machine's measured step costs."""
     from completer.engine import EngineConfig, Request
     from completer.engine.torch.engine import TorchEngine
     from completer.prompt import template_for_model
@@ -108,10 +111,28 @@ def test_smollm2_with_its_draft_writes_what_it_writes_alone(tmp_path, monkeypatc
         finally:
             await engine.close()
 
+    async def agreement(targets):
+        """Positions where the draft's greedy next token, given the prompt and the target's text before it, is the
+        target's (what the first drafted token of each step would get accepted on)."""
+        engine = TorchEngine(EngineConfig(model="house:smollm2/draft", device="cpu", speculation="none"))
+        try:
+            hits = []
+            for i, (p, out) in enumerate(zip(prompts, targets)):
+                ids = engine.encode(p)
+                for j, want in enumerate(out):
+                    got = [t async for chunk in engine.generate(Request(f"d{i}-{j}", ids + out[:j], max_new_tokens=1))
+                           for t in chunk.token_ids]
+                    hits.append(got == [want])
+            return hits
+        finally:
+            await engine.close()
+
     plain, _ = asyncio.run(outputs(speculation="none"))
     assert all(plain)
+    hits = asyncio.run(agreement(plain))
+    assert sum(hits) >= 0.4 * len(hits), f"the draft names the target's next token at {sum(hits)} of {len(hits)}"
     for k in (2, 4):
         spec, counters = asyncio.run(outputs(speculation="draft", draft="house:smollm2/draft",
                                              num_speculative_tokens=k))
         assert spec == plain
-        assert counters["accepted_tokens"] > 0.25 * counters["draft_tokens"], counters
+        assert counters["accepted_tokens"] > 0, counters
