@@ -60,6 +60,20 @@ def _ship(base, model, dst, meta_change=None, tensors_change=None):
     return dst
 
 
+def _shipped_delta(tmp_path, base_name=None):
+    """A tiny base, the model trained on it, and the shipped delta folder naming ``base_name`` (default: the base's
+    folder) as its base."""
+    base = _tiny_base(tmp_path)
+    trained = _trained(base)
+    shipped = tmp_path / "fim"
+    shipped.mkdir()
+    tensors, meta = delta_tensors(trained)
+    save_file(tensors, str(shipped / DELTA_FILE), metadata=meta)
+    (shipped / "config.json").write_text(json.dumps({"completer_delta": {"base": base_name or str(base),
+                                                                         "template": "smollm2-fim"}}))
+    return base, trained, shipped
+
+
 IDS = torch.tensor([[1, 5, 9, 6, 44, 120, 7, 3, 250, 17]])
 
 
@@ -112,14 +126,7 @@ def test_a_delta_for_another_base_is_a_clear_error(tmp_path):
 
 def test_delta_folder_resolves_to_a_cache_folder_with_its_template(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPLETER_CACHE", str(tmp_path / "cache"))
-    base = _tiny_base(tmp_path)
-    trained = _trained(base)
-    shipped = tmp_path / "fim"
-    shipped.mkdir()
-    tensors, meta = delta_tensors(trained)
-    save_file(tensors, str(shipped / DELTA_FILE), metadata=meta)
-    (shipped / "config.json").write_text(json.dumps({"completer_delta": {"base": str(base),
-                                                                         "template": "smollm2-fim"}}))
+    _, trained, shipped = _shipped_delta(tmp_path)
     folder = resolve_model(str(shipped))
     cfg = json.loads((folder / "config.json").read_text())
     assert cfg["completer_template"] == "smollm2-fim" and (folder / DELTA_FILE).is_file()
@@ -134,14 +141,7 @@ def test_a_delta_follows_its_base_when_the_base_moves_or_its_files_go(tmp_path):
     before, the first folder was kept and the model failed to load ("no *.safetensors weights")."""
     from completer.models.delta import materialise
 
-    made = _tiny_base(tmp_path)
-    trained = _trained(made)
-    shipped = tmp_path / "fim"
-    shipped.mkdir()
-    tensors, meta = delta_tensors(trained)
-    save_file(tensors, str(shipped / DELTA_FILE), metadata=meta)
-    (shipped / "config.json").write_text(json.dumps({"completer_delta": {"base": "base-model",
-                                                                         "template": "smollm2-fim"}}))
+    made, trained, shipped = _shipped_delta(tmp_path, "base-model")
 
     def base_linking_to(folder, weights):
         """A base folder as the GGUF resolver makes it: small files copied, the weights a link."""
