@@ -25,6 +25,17 @@ def make_remote(house_server):
     return make
 
 
+async def poll_metrics(server, until, seconds: float, every: float = 0.05, unless=lambda: False) -> dict:
+    """The server's metrics, read every ``every`` s until ``until(metrics)`` holds, ``unless()`` is true or ``seconds``
+    have passed; the last read."""
+    deadline = time.monotonic() + seconds
+    while True:
+        m = server.metrics()
+        if until(m) or unless() or time.monotonic() >= deadline:
+            return m
+        await asyncio.sleep(every)
+
+
 async def test_abort_within_one_step(make_remote):
     await contract.check_abort_within_one_step(make_remote, max_step_tokens=16)
 
@@ -92,17 +103,10 @@ async def test_closing_the_stream_aborts_the_request_on_the_server(make_remote, 
                 break
         # vLLM's frontend hands the chunk on before it records the step's gauges (it yields in between), so the
         # gauge can lag the first chunk: poll it (the request has 1500 tokens to go, seconds on this machine)
-        deadline = time.monotonic() + 5
-        while house_server.metrics()["vllm:num_requests_running"] < 1 and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+        await poll_metrics(house_server, lambda m: m["vllm:num_requests_running"] >= 1, 5, every=0.02)
         assert house_server.metrics()["vllm:num_requests_running"] >= 1, "the request is not running on the server"
         await gen.aclose()
-        deadline, m = time.monotonic() + 20, {}
-        while time.monotonic() < deadline:
-            m = house_server.metrics()
-            if m["vllm:num_requests_running"] == 0:
-                break
-            await asyncio.sleep(0.05)
+        m = await poll_metrics(house_server, lambda m: m["vllm:num_requests_running"] == 0, 20)
         assert m["vllm:num_requests_running"] == 0, "the server still runs the closed request"
         await asyncio.sleep(1.0)
         assert house_server.metrics()["vllm:generation_tokens_total"] == m["vllm:generation_tokens_total"]
@@ -142,10 +146,7 @@ async def test_server_down_then_up_is_served_by_the_same_engine(vllm_bin, tmp_pa
         streaming = asyncio.get_running_loop().create_task(consume())
         # the server dies while it generates: killed once its gauge shows the request running (1500 tokens are
         # seconds of work here), not on the first chunk the client reads, which a busy server may send late
-        deadline = time.monotonic() + 60
-        while not streaming.done() and time.monotonic() < deadline and \
-                server.metrics()["vllm:num_requests_running"] < 1:
-            await asyncio.sleep(0.05)
+        await poll_metrics(server, lambda m: m["vllm:num_requests_running"] >= 1, 60, unless=streaming.done)
         assert not streaming.done(), f"the request ended before the server was killed: {chunks[-1:]}"
         assert server.proc.poll() is None, f"the server at {url} had exited:\n{server.tail()}"
         server.stop(signal.SIGKILL)
