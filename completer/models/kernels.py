@@ -3,7 +3,7 @@
 Why: at one to a few tokens per step, a matmul streams its weights once and does little arithmetic with them, so
 its speed is the memory bandwidth it reaches. torch's fp16-weight op (FBGEMM) reaches ~9-10 GB/s on the house model
 where llama.cpp's f32 kernels stream ~19 GB/s; ``matvec.cpp`` reads each half-precision weight row once per group of
-up to 6 input rows, converts it in registers (AVX-512 + F16C) and splits the output rows over torch's intra-op threads;
+up to 6 input rows, converts it in registers (AVX-512 or AVX2, with F16C) and splits the output rows over torch's intra-op threads;
 the RMSNorm before a matmul, the MLP's silu(gate)*up and the residual add are done inside it, and the attention of
 a step (rotary, cache write, softmax over the cached keys in blocks split over the threads) is one more kernel:
 on a small model each of those was a handful of torch ops whose dispatch cost more than their arithmetic.

@@ -66,6 +66,52 @@ void block_avx512(const float* x, const uint16_t* w, float* out, int64_t K, int6
     }
   }
 }
+#elif defined(COMPLETER_AVX2)
+// groups_avx512 in 8 lanes: a 16-row group is two halves (rows 0-7, 8-15), each row's sum over k in order in one lane
+template <int C, int MB>
+inline void groups_avx2(const float* x, const uint16_t* w, float* out, int64_t K, int64_t N, int64_t g,
+                        const float* bias, const float* residual) {
+  __m256 acc[C][MB][2];
+  for (int c = 0; c < C; ++c)
+    for (int m = 0; m < MB; ++m) acc[c][m][0] = acc[c][m][1] = _mm256_setzero_ps();
+  const uint16_t* wg = w + g * K * LANES;
+  for (int64_t k = 0; k < K; ++k) {
+    __m256 wv[C][2];
+    for (int c = 0; c < C; ++c)
+      for (int h = 0; h < 2; ++h)
+        wv[c][h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wg + (c * K + k) * LANES + 8 * h)));
+    for (int m = 0; m < MB; ++m) {
+      const __m256 xv = _mm256_broadcast_ss(x + m * K + k);
+      for (int c = 0; c < C; ++c)
+        for (int h = 0; h < 2; ++h) acc[c][m][h] = _mm256_fmadd_ps(wv[c][h], xv, acc[c][m][h]);
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    const int64_t j = (g + c) * LANES;
+    if (j >= N) break;
+    const int64_t nl = std::min<int64_t>(LANES, N - j);
+    for (int m = 0; m < MB; ++m) {
+      alignas(32) float y[LANES];
+      _mm256_store_ps(y, acc[c][m][0]);
+      _mm256_store_ps(y + 8, acc[c][m][1]);
+      for (int64_t l = 0; l < nl; ++l) {   // (sum + bias) + residual, as the AVX-512 code
+        float v = y[l] + (bias ? bias[j + l] : 0.f);
+        if (residual) v += residual[m * N + j + l];
+        out[m * N + j + l] = v;
+      }
+    }
+  }
+}
+
+// 16 ymm registers: 4 groups against one row (8 accumulators), 2 against two, one group against up to 6 rows
+template <int MB>
+void block_avx2(const float* x, const uint16_t* w, float* out, int64_t K, int64_t N, int64_t g0, int64_t g1,
+                const float* bias, const float* residual) {
+  constexpr int C = MB == 1 ? 4 : MB == 2 ? 2 : 1;
+  int64_t g = g0;
+  for (; g + C <= g1; g += C) groups_avx2<C, MB>(x, w, out, K, N, g, bias, residual);
+  for (; g < g1; ++g) groups_avx2<1, MB>(x, w, out, K, N, g, bias, residual);
+}
 #endif
 
 void block_scalar(const float* x, const uint16_t* w, float* out, int64_t M, int64_t K, int64_t N, int64_t g0,
@@ -102,6 +148,21 @@ void groups(const float* x, const uint16_t* w, float* out, int64_t M, int64_t K,
       case 4: block_avx512<4>(xm, w, om, K, N, g0, g1, bias, rm); break;
       case 5: block_avx512<5>(xm, w, om, K, N, g0, g1, bias, rm); break;
       default: block_avx512<6>(xm, w, om, K, N, g0, g1, bias, rm); break;
+    }
+  }
+#elif defined(COMPLETER_AVX2)
+  for (int64_t m0 = 0; m0 < M; m0 += MAXMB) {
+    const int64_t mb = std::min<int64_t>(MAXMB, M - m0);
+    const float* xm = x + m0 * K;
+    float* om = out + m0 * N;
+    const float* rm = residual ? residual + m0 * N : nullptr;
+    switch (mb) {
+      case 1: block_avx2<1>(xm, w, om, K, N, g0, g1, bias, rm); break;
+      case 2: block_avx2<2>(xm, w, om, K, N, g0, g1, bias, rm); break;
+      case 3: block_avx2<3>(xm, w, om, K, N, g0, g1, bias, rm); break;
+      case 4: block_avx2<4>(xm, w, om, K, N, g0, g1, bias, rm); break;
+      case 5: block_avx2<5>(xm, w, om, K, N, g0, g1, bias, rm); break;
+      default: block_avx2<6>(xm, w, om, K, N, g0, g1, bias, rm); break;
     }
   }
 #else
@@ -176,6 +237,9 @@ inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
 inline __m512 load16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
+#elif defined(COMPLETER_AVX2)
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 #endif
 inline float value(float x) { return x; }
 inline float value(uint16_t x) { return static_cast<float>(c10::Half(x, c10::Half::from_bits())); }
@@ -245,6 +309,10 @@ at::Tensor attend_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::T
           __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qv), load16(kj));
           for (int64_t i = 16; i < D; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qv + i), load16(kj + i), acc);
           d = _mm512_reduce_add_ps(acc);
+#elif defined(COMPLETER_AVX2)
+          __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(qv), load8(kj));
+          for (int64_t i = 8; i < D; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + i), load8(kj + i), acc);
+          d = hsum256(acc);
 #else
           d = 0.f;
           for (int64_t i = 0; i < D; ++i) d += qv[i] * value(kj[i]);
@@ -263,6 +331,14 @@ at::Tensor attend_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::T
           lv = _mm512_add_ps(lv, e);
         }
         l = _mm512_reduce_add_ps(lv);
+#elif defined(COMPLETER_AVX2)
+        __m256 lv = _mm256_setzero_ps();
+        for (; jj + 8 <= n; jj += 8) {
+          const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(sc_.data() + jj), _mm256_set1_ps(mx)));
+          _mm256_storeu_ps(sc_.data() + jj, e);
+          lv = _mm256_add_ps(lv, e);
+        }
+        l = hsum256(lv);
 #endif
         for (; jj < n; ++jj) { sc_[jj] = std::exp(sc_[jj] - mx); l += sc_[jj]; }
 #ifdef COMPLETER_AVX512
@@ -272,6 +348,15 @@ at::Tensor attend_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::T
             for (int64_t j = 0; j < n; ++j)
               ov = _mm512_fmadd_ps(_mm512_set1_ps(sc_[j]), load16(vg + (j0 + j) * vs1 + i), ov);
             _mm512_storeu_ps(o + i, ov);
+          }
+        } else
+#elif defined(COMPLETER_AVX2)
+        if constexpr (std::is_same_v<CT, uint16_t>) {   // o[i..i+7] = sum_j p_j v_j[i..i+7], j in order
+          for (int64_t i = 0; i < D; i += 8) {
+            __m256 ov = _mm256_setzero_ps();
+            for (int64_t j = 0; j < n; ++j)
+              ov = _mm256_fmadd_ps(_mm256_set1_ps(sc_[j]), load8(vg + (j0 + j) * vs1 + i), ov);
+            _mm256_storeu_ps(o + i, ov);
           }
         } else
 #endif

@@ -24,8 +24,9 @@ constexpr int64_t QLANES = 16;     // output rows per group
 constexpr int64_t QMING = 4;       // fewest 16-row groups a thread gets
 constexpr int64_t QMB = 8;         // input rows per pass over a group's weights
 
-// rows [M, K] float32 -> int8 per block of 32 (q), its scale (d) and d * sum(q) (s), as llama.cpp's Q8_1
-void quantise_rows(const float* x, int64_t M, int64_t K, int8_t* q, float* d, float* s) {
+// rows [M, K] float32 -> int8 per block of 32 (q), its scale (d) and d * sum(q) (s), as llama.cpp's Q8_1; sum(q)
+// itself in qs (the AVX2 8-bit sums need it)
+void quantise_rows(const float* x, int64_t M, int64_t K, int8_t* q, float* d, float* s, int32_t* qs) {
   const int64_t nb = K / QK;
   for (int64_t m = 0; m < M; ++m)
     for (int64_t b = 0; b < nb; ++b) {
@@ -42,6 +43,7 @@ void quantise_rows(const float* x, int64_t M, int64_t K, int8_t* q, float* d, fl
       }
       d[m * nb + b] = dd;
       s[m * nb + b] = dd * static_cast<float>(sum);
+      qs[m * nb + b] = sum;
     }
 }
 
@@ -147,9 +149,99 @@ void qrows(const int8_t* xq, const float* xd, const float* xs, int64_t M, int64_
     }
   }
 }
+#elif defined(COMPLETER_AVX2)
+inline int32_t load4(const int8_t* p) { int32_t v; std::memcpy(&v, p, 4); return v; }
+constexpr int64_t QMB2 = 4;        // input rows per pass with 16 ymm registers
+
+// group g (both 8-row halves of its 64-byte chunks) against MB input rows. AVX2 has no vpdpbusd: vpmaddubsw
+// multiplies unsigned by signed bytes and adds pairs into int16, vpmaddwd adds those pairs into int32 lanes. 4 bits:
+// the 8 products of a block's 4 chunks (lo and hi nibbles) stay in int16 (at most 16 * 15 * 127 = 30480 per lane).
+// 8 bits: u * x can pass int16 in pairs, so u - 128 is multiplied instead (|u - 128| as unsigned, x with its sign),
+// each chunk widened to int32, and 128 * sum(x) of the block added back. The integer sums are exact, as VNNI's.
+template <int BITS, int MB>
+inline void qgroup_avx2(const int8_t* xq, const float* xd, const float* xs, const int32_t* xqs, int64_t K,
+                        const uint8_t* w, const uint16_t* wd, const uint16_t* wm, float* out, int64_t N, int64_t g,
+                        const float* bias, const float* residual) {
+  constexpr int64_t BLK = QLANES * QK * BITS / 8;
+  const int64_t nb = K / QK;
+  const __m256i low = _mm256_set1_epi8(0x0F), flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int h = 0; h < 2; ++h) {      // rows 8h..8h+7 of the group
+    const int64_t j = g * QLANES + 8 * h;
+    if (j >= N) break;
+    __m256 acc[MB];
+    for (int m = 0; m < MB; ++m) acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* wb = w + (g * nb + b) * BLK + 32 * h;
+      const int8_t* xb = xq + b * QK;
+      __m256i isum[MB];
+      if constexpr (BITS == 4) {
+        __m256i s16[MB];
+        for (int m = 0; m < MB; ++m) s16[m] = _mm256_setzero_si256();
+        for (int j = 0; j < 4; ++j) {
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + j * 64));
+          const __m256i lo = _mm256_and_si256(raw, low);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+          for (int m = 0; m < MB; ++m) {
+            s16[m] = _mm256_add_epi16(s16[m], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(load4(xb + m * K + 8 * j))));
+            s16[m] = _mm256_add_epi16(s16[m], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(load4(xb + m * K + 8 * j + 4))));
+          }
+        }
+        for (int m = 0; m < MB; ++m) isum[m] = _mm256_madd_epi16(s16[m], ones);
+      } else {
+        for (int m = 0; m < MB; ++m) isum[m] = _mm256_set1_epi32(128 * xqs[m * nb + b]);
+        for (int t = 0; t < 8; ++t) {
+          const __m256i q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + t * 64)), flip);
+          const __m256i aq = _mm256_abs_epi8(q);
+          for (int m = 0; m < MB; ++m) {
+            const __m256i xs4 = _mm256_sign_epi8(_mm256_set1_epi32(load4(xb + m * K + 4 * t)), q);
+            isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(_mm256_maddubs_epi16(aq, xs4), ones));
+          }
+        }
+      }
+      const int64_t o = (g * nb + b) * QLANES + 8 * h;
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wd + o)));
+      const __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wm + o)));
+      for (int m = 0; m < MB; ++m) {   // the scalar code's two fmas, in its order
+        acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(dw, _mm256_set1_ps(xd[m * nb + b])), acc[m]);
+        acc[m] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xs[m * nb + b]), acc[m]);
+      }
+    }
+    const int64_t nl = std::min<int64_t>(8, N - j);
+    for (int m = 0; m < MB; ++m) {
+      alignas(32) float y[8];
+      _mm256_store_ps(y, acc[m]);
+      for (int64_t l = 0; l < nl; ++l) {
+        float v = y[l] + (bias ? bias[j + l] : 0.f);
+        if (residual) v += residual[m * N + j + l];
+        out[m * N + j + l] = v;
+      }
+    }
+  }
+}
+
+template <int BITS>
+void qrows_avx2(const int8_t* xq, const float* xd, const float* xs, const int32_t* xqs, int64_t M, int64_t K,
+                const uint8_t* w, const uint16_t* wd, const uint16_t* wm, float* out, int64_t N, int64_t g0,
+                int64_t g1, const float* bias, const float* residual) {
+  const int64_t nb = K / QK;
+  for (int64_t ga = g0; ga < g1; ga += 4) {       // as qrows: a few groups against every input row
+    const int64_t gb = std::min(g1, ga + 4);
+    for (int64_t m0 = 0; m0 < M; m0 += QMB2) {
+      const int64_t mb = std::min<int64_t>(QMB2, M - m0), mo = m0 * nb;
+      const float* r = residual ? residual + m0 * N : nullptr;
+      for (int64_t g = ga; g < gb; ++g) switch (mb) {
+        case 1: qgroup_avx2<BITS, 1>(xq + m0 * K, xd + mo, xs + mo, xqs + mo, K, w, wd, wm, out + m0 * N, N, g, bias, r); break;
+        case 2: qgroup_avx2<BITS, 2>(xq + m0 * K, xd + mo, xs + mo, xqs + mo, K, w, wd, wm, out + m0 * N, N, g, bias, r); break;
+        case 3: qgroup_avx2<BITS, 3>(xq + m0 * K, xd + mo, xs + mo, xqs + mo, K, w, wd, wm, out + m0 * N, N, g, bias, r); break;
+        default: qgroup_avx2<BITS, 4>(xq + m0 * K, xd + mo, xs + mo, xqs + mo, K, w, wd, wm, out + m0 * N, N, g, bias, r); break;
+      }
+    }
+  }
+}
 #endif
 
-// the same sums one value at a time (a CPU without AVX-512 VNNI)
+// the same sums one value at a time (a CPU without AVX-512 VNNI or AVX2)
 void qrows_scalar(const int8_t* xq, const float* xd, const float* xs, int64_t M, int64_t K, const uint8_t* w,
                   const uint16_t* wd, const uint16_t* wm, float* out, int64_t N, int64_t g0, int64_t g1, int64_t bits,
                   const float* bias, const float* residual) {
@@ -223,7 +315,8 @@ at::Tensor linear_q(const at::Tensor& x, const at::Tensor& w, const at::Tensor& 
   }
   std::vector<int8_t> xq(M * K);
   std::vector<float> xd(M * nb), xs(M * nb);
-  quantise_rows(xc.data_ptr<float>(), M, K, xq.data(), xd.data(), xs.data());
+  std::vector<int32_t> xqs(M * nb);
+  quantise_rows(xc.data_ptr<float>(), M, K, xq.data(), xd.data(), xs.data(), xqs.data());
   const uint8_t* wp = w.data_ptr<uint8_t>();
   const uint16_t* dp = reinterpret_cast<const uint16_t*>(wd.data_ptr<at::Half>());
   const uint16_t* mp = reinterpret_cast<const uint16_t*>(wm.data_ptr<at::Half>());
@@ -235,6 +328,9 @@ at::Tensor linear_q(const at::Tensor& x, const at::Tensor& w, const at::Tensor& 
 #ifdef COMPLETER_VNNI
       if (bits == 4) qrows<4>(xq.data(), xd.data(), xs.data(), M, K, wp, dp, mp, op, N, g0, g1, b, r);
       else qrows<8>(xq.data(), xd.data(), xs.data(), M, K, wp, dp, mp, op, N, g0, g1, b, r);
+#elif defined(COMPLETER_AVX2)
+      if (bits == 4) qrows_avx2<4>(xq.data(), xd.data(), xs.data(), xqs.data(), M, K, wp, dp, mp, op, N, g0, g1, b, r);
+      else qrows_avx2<8>(xq.data(), xd.data(), xs.data(), xqs.data(), M, K, wp, dp, mp, op, N, g0, g1, b, r);
 #else
       qrows_scalar(xq.data(), xd.data(), xs.data(), M, K, wp, dp, mp, op, N, g0, g1, bits, b, r);
 #endif
