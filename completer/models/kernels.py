@@ -67,6 +67,29 @@ def _incomplete(so: Path) -> str | None:
     return None
 
 
+def _cpu_flags() -> bytes:
+    """The instruction sets this CPU reports (Linux: /proc/cpuinfo's first ``flags`` line), part of the build's key:
+    ``-march=native`` compiles for the CPU at hand, so a cache folder shared by two machines (a home directory on
+    NFS, a container image built elsewhere) must not hand an AVX-512 build to an AVX2 CPU (SIGILL)."""
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            for line in f:
+                if line.startswith((b"flags", b"Features")):
+                    return b" ".join(sorted(line.split(b":", 1)[1].split()))
+    except OSError:
+        pass
+    return os.uname().machine.encode()
+
+
+def build_name(codes: dict[str, bytes], cflags: list[str], ldflags: list[str], cpu: bytes | None = None) -> str:
+    """The extension's name and build folder: a hash of the sources, the flags and, with ``-march=native``, the
+    CPU's instruction sets (``cpu``, default this machine's)."""
+    key = b"".join(f.encode() + codes[f] for f in sorted(codes)) + " ".join(cflags + ldflags).encode()
+    if "-march=native" in cflags:
+        key += _cpu_flags() if cpu is None else cpu
+    return f"completer_kernels_{hashlib.sha256(key).hexdigest()[:12]}"
+
+
 def _build() -> object | None:
     if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
         _state["reason"] = f"{DISABLE_ENV} is set"
@@ -80,8 +103,7 @@ def _build() -> object | None:
         # one build folder per source text and flags, holding its own copy of the source: checkouts of the same
         # version (worktrees, CI copies) share one build, and different versions never rebuild over each other
         codes = {f: (_HERE / f).read_bytes() for f in _FILES}
-        key = b"".join(f.encode() + codes[f] for f in _FILES) + " ".join(cflags + ldflags).encode()
-        name = f"completer_kernels_{hashlib.sha256(key).hexdigest()[:12]}"
+        name = build_name(codes, cflags, ldflags)
         from torch.utils import cpp_extension    # its import is ~0.05 s; its load() is what the cached path skips
         folder = Path(cpp_extension._get_build_directory(name, verbose=False))
         for f, code in codes.items():

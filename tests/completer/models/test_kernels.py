@@ -214,3 +214,20 @@ def test_a_cached_build_loads_directly_and_a_broken_one_is_rebuilt(tmp_path):
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
     assert "building them again" in r.stderr
     assert copy.stat().st_size > 4096
+
+
+def test_a_build_is_named_for_the_cpu_it_was_compiled_for():
+    """-march=native compiles for this CPU: a cache shared with a machine of other instruction sets (an AVX-512
+    build on an AVX2 CPU dies of SIGILL) must not find it; other flags name builds by the sources alone."""
+    codes = {"matvec.cpp": b"int f();", "kernel_common.h": b"#pragma once"}
+    native = ["-O3", "-march=native", "-fopenmp"]
+    avx512 = kernels.build_name(codes, native, ["-fopenmp"], cpu=b"avx avx2 avx512f fma")
+    avx2 = kernels.build_name(codes, native, ["-fopenmp"], cpu=b"avx avx2 fma")
+    assert avx512 != avx2 and avx512.startswith("completer_kernels_")
+    assert kernels.build_name(codes, native, ["-fopenmp"], cpu=b"avx avx2 fma") == avx2
+    assert kernels.build_name(codes, native, ["-fopenmp"]) == kernels.build_name(codes, native, ["-fopenmp"],
+                                                                                  cpu=kernels._cpu_flags())
+    plain = ["-O3", "-fopenmp"]
+    assert (kernels.build_name(codes, plain, [], cpu=b"avx2") == kernels.build_name(codes, plain, [], cpu=b"sse2"))
+    assert kernels.build_name({**codes, "matvec.cpp": b"int g();"}, native, [], cpu=b"avx2") != \
+        kernels.build_name(codes, native, [], cpu=b"avx2")
