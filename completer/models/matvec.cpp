@@ -133,36 +133,34 @@ void block_scalar(const float* x, const uint16_t* w, float* out, int64_t M, int6
 constexpr int64_t MING = 8;        // fewest 16-row groups (128 output rows) a thread gets
 constexpr int64_t MAXMB = 6;       // input rows per pass over the weights (CB*MB accumulators fit 32 registers)
 
+#if defined(COMPLETER_AVX512) || defined(COMPLETER_AVX2)
+// the vector code this CPU has
+template <int MB>
+inline void block_vec(const float* x, const uint16_t* w, float* out, int64_t K, int64_t N, int64_t g0, int64_t g1,
+                      const float* bias, const float* residual) {
+#ifdef COMPLETER_AVX512
+  block_avx512<MB>(x, w, out, K, N, g0, g1, bias, residual);
+#else
+  block_avx2<MB>(x, w, out, K, N, g0, g1, bias, residual);
+#endif
+}
+#endif
+
 void groups(const float* x, const uint16_t* w, float* out, int64_t M, int64_t K, int64_t N, int64_t g0, int64_t g1,
             const float* bias, const float* residual) {
-#ifdef COMPLETER_AVX512
+#if defined(COMPLETER_AVX512) || defined(COMPLETER_AVX2)
   for (int64_t m0 = 0; m0 < M; m0 += MAXMB) {
     const int64_t mb = std::min<int64_t>(MAXMB, M - m0);
     const float* xm = x + m0 * K;
     float* om = out + m0 * N;
     const float* rm = residual ? residual + m0 * N : nullptr;
     switch (mb) {
-      case 1: block_avx512<1>(xm, w, om, K, N, g0, g1, bias, rm); break;
-      case 2: block_avx512<2>(xm, w, om, K, N, g0, g1, bias, rm); break;
-      case 3: block_avx512<3>(xm, w, om, K, N, g0, g1, bias, rm); break;
-      case 4: block_avx512<4>(xm, w, om, K, N, g0, g1, bias, rm); break;
-      case 5: block_avx512<5>(xm, w, om, K, N, g0, g1, bias, rm); break;
-      default: block_avx512<6>(xm, w, om, K, N, g0, g1, bias, rm); break;
-    }
-  }
-#elif defined(COMPLETER_AVX2)
-  for (int64_t m0 = 0; m0 < M; m0 += MAXMB) {
-    const int64_t mb = std::min<int64_t>(MAXMB, M - m0);
-    const float* xm = x + m0 * K;
-    float* om = out + m0 * N;
-    const float* rm = residual ? residual + m0 * N : nullptr;
-    switch (mb) {
-      case 1: block_avx2<1>(xm, w, om, K, N, g0, g1, bias, rm); break;
-      case 2: block_avx2<2>(xm, w, om, K, N, g0, g1, bias, rm); break;
-      case 3: block_avx2<3>(xm, w, om, K, N, g0, g1, bias, rm); break;
-      case 4: block_avx2<4>(xm, w, om, K, N, g0, g1, bias, rm); break;
-      case 5: block_avx2<5>(xm, w, om, K, N, g0, g1, bias, rm); break;
-      default: block_avx2<6>(xm, w, om, K, N, g0, g1, bias, rm); break;
+      case 1: block_vec<1>(xm, w, om, K, N, g0, g1, bias, rm); break;
+      case 2: block_vec<2>(xm, w, om, K, N, g0, g1, bias, rm); break;
+      case 3: block_vec<3>(xm, w, om, K, N, g0, g1, bias, rm); break;
+      case 4: block_vec<4>(xm, w, om, K, N, g0, g1, bias, rm); break;
+      case 5: block_vec<5>(xm, w, om, K, N, g0, g1, bias, rm); break;
+      default: block_vec<6>(xm, w, om, K, N, g0, g1, bias, rm); break;
     }
   }
 #else
