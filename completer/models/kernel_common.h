@@ -76,6 +76,16 @@ inline float hsum256(__m256 v) {
 }
 #endif
 
+// the vector kernels' last step for the nl rows of a group that exist: out = (y + bias) + residual (bias, residual
+// null when absent), in the AVX-512 code's order
+inline void store_rows(const float* y, int64_t nl, const float* bias, const float* residual, float* out) {
+  for (int64_t l = 0; l < nl; ++l) {
+    float v = y[l] + (bias ? bias[l] : 0.f);
+    if (residual) v += residual[l];
+    out[l] = v;
+  }
+}
+
 // silu(a) * b = a / (1 + e^-a) * b over n values
 inline void silu_mul(const float* a, const float* b, float* out, int64_t n) {
   int64_t i = 0;

@@ -94,11 +94,7 @@ inline void groups_avx2(const float* x, const uint16_t* w, float* out, int64_t K
       alignas(32) float y[LANES];
       _mm256_store_ps(y, acc[c][m][0]);
       _mm256_store_ps(y + 8, acc[c][m][1]);
-      for (int64_t l = 0; l < nl; ++l) {   // (sum + bias) + residual, as the AVX-512 code
-        float v = y[l] + (bias ? bias[j + l] : 0.f);
-        if (residual) v += residual[m * N + j + l];
-        out[m * N + j + l] = v;
-      }
+      store_rows(y, nl, bias ? bias + j : nullptr, residual ? residual + m * N + j : nullptr, out + m * N + j);
     }
   }
 }

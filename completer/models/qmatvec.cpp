@@ -211,11 +211,7 @@ inline void qgroup_avx2(const int8_t* xq, const float* xd, const float* xs, cons
     for (int m = 0; m < MB; ++m) {
       alignas(32) float y[8];
       _mm256_store_ps(y, acc[m]);
-      for (int64_t l = 0; l < nl; ++l) {
-        float v = y[l] + (bias ? bias[j + l] : 0.f);
-        if (residual) v += residual[m * N + j + l];
-        out[m * N + j + l] = v;
-      }
+      store_rows(y, nl, bias ? bias + j : nullptr, residual ? residual + m * N + j : nullptr, out + m * N + j);
     }
   }
 }
