@@ -1,10 +1,12 @@
 """The cross-file eval set of ``bench/quality.py --crossfile``: positions where the rest of the line uses a name that
 another file of the project defines (CrossCodeEval's construction, Ding et al. 2023), in held-out projects.
 
-Projects (``bench/crossfile_manifest.json``): whole packages that the house corpus never had, chosen by package as
-``bench/quality_manifest.json`` chooses files: Debian packages that install source outside the corpus's roots
+Projects (``bench/crossfile_manifest.json``): whole packages that no training corpus of this project had in its
+train split (the house corpus, the large package corpus, the cross-file training packages: ``trained_on``), chosen by
+package as ``bench/quality_manifest.json`` chooses files: Debian packages that install source outside the corpus's roots
 (``completer/training/corpus_manifest.json``: Go under /usr/share/gocode, Rust crates under /usr/share/cargo/registry,
-Python under /usr/lib/python3/dist-packages, C from the ring crate's C sources), and npm packages installed into
+Python under /usr/lib/python3/dist-packages), C from the libssh2 source package (held out of the large corpus, fetched
+by ``completer.training.package_fetch`` into /opt/completer-crossfile/src), and npm packages installed into
 ``/opt/completer-crossfile`` (JavaScript, TypeScript). Install commands are in the manifest (``install``). Every
 file of a project is listed with its sha1: a missing one is skipped, a changed one used and flagged.
 
@@ -28,26 +30,13 @@ import argparse
 import hashlib
 import json
 import os
-import random
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from completer.training.crossfile import (PER_KIND, Project, XPosition, cross_names, positions_for,  # noqa: F401
+                                           scan_files)
 
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "crossfile_manifest.json"
-KINDS = ("at_name", "in_name")
-PER_KIND = 3                        # positions of each kind per target file
-MIN_NAME = 4                        # shorter names (``id``, ``New``) are too easy to guess
-IMPORT_LINE = {
-    "python": re.compile(r"^\s*(from\s+\S+\s+)?import\b"),
-    "javascript": re.compile(r"^\s*(import\b|.*\brequire\s*\()"),
-    "typescript": re.compile(r"^\s*(import\b|export\s+.*\bfrom\b)"),
-    "go": re.compile(r"^\s*(import\b|\"[^\"]+\"\s*$)"),
-    "rust": re.compile(r"^\s*(pub(\([^)]*\))?\s+)?(use|mod)\b"),
-    "c": re.compile(r"^\s*#\s*include\b"),
-}
-COMMENT = re.compile(r"^\s*(#(?!\s*(include|define|if|else|endif))|//|/\*|\*|\"\"\"|''')")
-_IDENT = re.compile(r"[A-Za-z_]\w*")
 
 # the projects: (language, name, source package, install command, root, file glob suffixes, skipped parts)
 PROJECTS = [
@@ -55,8 +44,6 @@ PROJECTS = [
      "/usr/lib/python3/dist-packages/toolz", (".py",), ("tests", "__pycache__")),
     ("python", "cachetools", "Debian python3-cachetools 5.2.0", "apt-get install -y python3-cachetools",
      "/usr/lib/python3/dist-packages/cachetools", (".py",), ("__pycache__",)),
-    ("go", "uuid", "Debian golang-github-google-uuid-dev 1.3.0", "apt-get install -y golang-github-google-uuid-dev",
-     "/usr/share/gocode/src/github.com/google/uuid", (".go",), ()),
     ("go", "golang-lru", "Debian golang-github-hashicorp-golang-lru-dev 0.5.4",
      "apt-get install -y golang-github-hashicorp-golang-lru-dev",
      "/usr/share/gocode/src/github.com/hashicorp/golang-lru", (".go",), ()),
@@ -69,152 +56,29 @@ PROJECTS = [
      "/usr/share/cargo/registry/semver-1.0.14/src", (".rs",), ()),
     ("rust", "anyhow", "Debian librust-anyhow-dev 1.0.69", "apt-get install -y librust-anyhow-dev",
      "/usr/share/cargo/registry/anyhow-1.0.69/src", (".rs",), ()),
-    ("c", "ring-c", "Debian librust-ring-dev 0.16.20 (its C sources)", "apt-get install -y librust-ring-dev",
-     "/usr/share/cargo/registry/ring-0.16.20", (".c", ".h"), ("tests", "third_party", "pregenerated", "perlasm")),
-    ("javascript", "koa", "npm koa 2.15.3",
-     "npm install --prefix /opt/completer-crossfile --no-save --ignore-scripts koa@2.15.3 jsonwebtoken@9.0.2 "
-     "ajv@8.17.1", "/opt/completer-crossfile/node_modules/koa/lib", (".js",), ()),
-    ("javascript", "jsonwebtoken", "npm jsonwebtoken 9.0.2", "(as koa)",
-     "/opt/completer-crossfile/node_modules/jsonwebtoken", (".js",), ("node_modules", "test")),
-    ("typescript", "ajv", "npm ajv 8.17.1 (its lib/ TypeScript sources)", "(as koa)",
-     "/opt/completer-crossfile/node_modules/ajv/lib", (".ts",), ()),
+    ("c", "libssh2", "Debian source package libssh2 1.10.0 (its src/ and include/)",
+     "python -m completer.training.package_fetch /opt/completer-crossfile/src --packages bench/crossfile_packages.json "
+     "--kinds debsrc", "/opt/completer-crossfile/src/pkgs/debsrc/libssh2", (".c", ".h"),
+     ("tests", "example", "docs", "debian", "os400", "win32", "vms", "nw", "cmake")),
+    ("javascript", "node-forge", "npm node-forge 1.4.4 (its lib/)",
+     "npm install --prefix /opt/completer-crossfile --no-save --ignore-scripts node-forge@1.4.4 "
+     "@tanstack/query-core@5.108.4 postcss@8.5.34", "/opt/completer-crossfile/node_modules/node-forge/lib", (".js",), ()),
+    ("javascript", "postcss", "npm postcss 8.5.34 (its lib/)", "(as node-forge)",
+     "/opt/completer-crossfile/node_modules/postcss/lib", (".js",), ()),
+    ("typescript", "query-core", "npm @tanstack/query-core 5.108.4 (its src/ TypeScript sources)", "(as node-forge)",
+     "/opt/completer-crossfile/node_modules/@tanstack/query-core/src", (".ts",), ("__tests__",)),
 ]
+# each project as the training corpora name packages (``completer/training/corpus_large_manifest.json``'s keys,
+# ``kind:name``): none may be in a train split (``trained_on``); the large corpus had ring, ajv, koa, jsonwebtoken
+# and google/uuid in its train split, which is why they left this set
+CORPUS_NAMES = {"toolz": ("pypi:toolz", "deb:python3-toolz"), "cachetools": ("pypi:cachetools", "deb:python3-cachetools"),
+                "golang-lru": ("deb:golang-github-hashicorp-golang-lru-dev",),
+                "pflag": ("deb:golang-github-spf13-pflag-dev",),
+                "go-version": ("deb:golang-github-hashicorp-go-version-dev",),
+                "semver": ("deb:librust-semver-dev", "pypi:semver"), "anyhow": ("deb:librust-anyhow-dev",),
+                "libssh2": ("debsrc:libssh2", "deb:libssh2-1-dev"), "node-forge": ("npm:node-forge",),
+                "postcss": ("npm:postcss",), "query-core": ("npm:@tanstack/query-core",)}
 TARGETS_PER_PROJECT = {"python": 3, "go": 2, "rust": 3, "c": 5, "javascript": 3, "typescript": 5}
-TEST_FILE = re.compile(r"(_test\.go|\.test\.[jt]s|\.d\.ts|constant_time_test\.c)$")
-
-
-@dataclass
-class Project:
-    language: str
-    name: str
-    source: str
-    root: str
-    files: dict[str, str]                  # relative path -> text (those present)
-    targets: list[str]
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class XPosition:
-    file: str                # project/relative path
-    language: str
-    kind: str
-    line: int
-    offset: int
-    document: str
-    expected: str
-    name: str                # the cross-file name the rest of the line uses
-    defined_in: str          # the project file that defines it
-    project: str
-    root: str                # the project's workspace folder
-    path: str                # the target file's absolute path
-    base: bool = True
-
-
-def _definitions(text: str, language: str) -> set[str]:
-    from completer.context.syntax import outline
-    try:
-        ol = outline(text, language, 0, all_definitions=True)
-    except Exception:
-        return set()
-    return {d.name for d in (ol.definitions if ol else [])}
-
-
-def _scan(root: str, exts: tuple, skip: tuple) -> list[str]:
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in skip)
-        for n in sorted(filenames):
-            if n.endswith(exts) and not TEST_FILE.search(n):
-                out.append(os.path.relpath(os.path.join(dirpath, n), root))
-    return out
-
-
-def cross_names(files: dict[str, str], language: str) -> dict[str, dict[str, str]]:
-    """Per file: name -> the other file defining it (names the file itself defines are left out)."""
-    defs = {f: _definitions(t, language if not f.endswith(".h") or language != "c" else "c") for f, t in files.items()}
-    out = {}
-    for f in files:
-        mine = defs[f]
-        names: dict[str, str] = {}
-        for g, ds in sorted(defs.items()):
-            if g == f:
-                continue
-            for n in ds:
-                if n not in mine and len(n) >= MIN_NAME and not n.startswith("__") and n not in names:
-                    names[n] = g
-        out[f] = names
-    return out
-
-
-_PROSE = {"comment", "line_comment", "block_comment", "string_content", "string_fragment", "template_string",
-          "raw_string_literal", "interpreted_string_literal", "string_literal", "char_literal", "system_lib_string"}
-
-
-def _in_prose(text: str, language: str, target: str) -> "callable":
-    """A test: is character offset i inside a comment, a string or a Python docstring (tree-sitter)?"""
-    from completer.context.languages import grammar
-    from completer.context.syntax import _parser
-    lang = "tsx" if target.endswith(".tsx") else language
-    if grammar(lang) is None:
-        return lambda i: False
-    buf = text.encode("utf-8")
-    root = _parser(lang).parse(buf).root_node
-    ascii_ = text.isascii()
-
-    def test(i: int) -> bool:
-        b = i if ascii_ else len(text[:i].encode("utf-8"))
-        n = root.descendant_for_byte_range(b, b + 1)
-        for _ in range(6):
-            if n is None:
-                return False
-            if n.type in _PROSE or (n.type == "string" and (language != "python" or n.parent is not None
-                                                            and n.parent.type == "expression_statement")):
-                return True
-            n = n.parent
-        return False
-    return test
-
-
-_DECLARED = re.compile(r"\s*(=[^=>]|:[^:]|,\s*\w+\s*:=)")
-
-
-def positions_for(project: Project, target: str, names: dict[str, str], seed: int,
-                  per_kind: int = PER_KIND) -> list[XPosition]:
-    text = project.files[target]
-    prose = _in_prose(text, project.language, target)
-    lines = text.split("\n")
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line) + 1)
-    imp = IMPORT_LINE[project.language]
-    seen: set[str] = set()           # identifiers used so far outside import lines
-    cands: dict[str, list[tuple[int, int, str]]] = {k: [] for k in KINDS}
-    for i, line in enumerate(lines):
-        if imp.match(line):
-            continue
-        ok = len(line.strip()) >= 6 and len(line) <= 200 and not COMMENT.match(line)
-        for m in _IDENT.finditer(line):
-            w = m.group(0)
-            if (ok and w in names and w not in seen and m.start() > len(line) - len(line.lstrip())
-                    and not _DECLARED.match(line, m.end()) and not prose(starts[i] + m.start())):
-                cands["at_name"].append((i, m.start(), w))
-                if len(w) >= 5:
-                    cands["in_name"].append((i, m.start() + 2, w))
-            seen.add(w)
-        if not ok:
-            continue
-    rng = random.Random(f"{seed}:{project.name}/{target}")
-    out = []
-    for kind in KINDS:
-        c = cands[kind]
-        for i, col, w in rng.sample(c, min(per_kind, len(c))):
-            body = lines[i].rstrip()
-            cut = starts[i] + col
-            document = text[:cut] + text[starts[i] + len(lines[i]):]
-            out.append(XPosition(f"{project.name}/{target}", project.language, kind, i, cut, document, body[col:],
-                                 w, names[w], project.name, project.root, os.path.join(project.root, target)))
-    return out
 
 
 def load(path: Path = MANIFEST) -> tuple[list[Project], list[str]]:
@@ -248,15 +112,33 @@ def sample(projects: list[Project], seed: int = 0, per_kind: int = PER_KIND) -> 
     return out
 
 
+TRAINING = HERE.parent / "completer" / "training"
+
+
+def trained_on(large_manifest: Path = TRAINING / "corpus_large_manifest.json",
+               training_packages: Path = TRAINING / "crossfile_packages.json") -> list[str]:
+    """The set's projects that a training corpus of this project had in its train split: the large package corpus
+    (``corpus_large_manifest.json``) or the cross-file training packages (``crossfile_packages.json``)."""
+    large = json.loads(Path(large_manifest).read_text())["packages"]
+    extra = json.loads(Path(training_packages).read_text())
+    listed = {f"deb:{n}" for n in extra.get("deb", {}).get("names", [])} | {
+        f"{k}:{n}" for k in ("debsrc", "pypi", "npm") for n in extra.get(k, [])}
+    return [name for name, keys in CORPUS_NAMES.items()
+            if any(large.get(k, {}).get("split") == "train" or k in listed for k in keys)]
+
+
 def make_manifest(path: Path = MANIFEST) -> dict:
     """Scan the installed packages: each project's files (sha1) and its targets, the files with the most
     candidate positions (at least 4), ``TARGETS_PER_PROJECT`` per language spread over its projects."""
+    trained = trained_on()
+    if trained:
+        raise SystemExit(f"not held out: a training corpus had {', '.join(trained)} (bench/crossfile.CORPUS_NAMES)")
     projects = []
     for language, name, source, install, root, exts, skip in PROJECTS:
         if not os.path.isdir(root):
             print(f"skipped {name}: {root} missing (install: {install})")
             continue
-        rels = _scan(root, exts, skip)
+        rels = scan_files(root, exts, skip)
         texts = {r: Path(root, r).read_text("utf-8", "replace") for r in rels}
         texts = {r: t for r, t in texts.items() if 0 < len(t) <= 200_000}
         names = cross_names(texts, language)
@@ -280,7 +162,19 @@ def main(argv=None) -> int:
     ap.add_argument("--manifest", type=Path, default=MANIFEST)
     ap.add_argument("--json", action="store_true", help="print the positions as JSON lines (no documents)")
     ap.add_argument("--per-kind", type=int, default=PER_KIND)
+    ap.add_argument("--trained-on", nargs=2, metavar=("LARGE_MANIFEST", "TRAINING_PACKAGES"),
+                    help="check that no project of the set is in those training corpora (exit 1 naming those that "
+                         "are); the repository's: completer/training/corpus_large_manifest.json and "
+                         "crossfile_packages.json")
     args = ap.parse_args(argv)
+    if args.trained_on:
+        missing = sorted({p[1] for p in PROJECTS} - set(CORPUS_NAMES))
+        trained = trained_on(*map(Path, args.trained_on))
+        if missing or trained:
+            print(f"trained on: {', '.join(trained) or '-'}; no corpus names for: {', '.join(missing) or '-'}")
+            return 1
+        print(f"none of the {len(PROJECTS)} projects is in a training corpus")
+        return 0
     if args.make_manifest:
         d = make_manifest(args.manifest)
         for p in d["projects"]:

@@ -50,7 +50,6 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import os
 import random
 import re
 import shlex
@@ -341,47 +340,26 @@ def _healing_rules(rules: dict):
         healing._VOCABS.clear()
 
 
-CONTEXT_SOURCES = ("imports", "similar")    # --crossfile: what a configuration's "context" list may name
-RECENT_FILES = 8                            # "recently used" files of a position's project (similar windows)
-
-
 def context_snippets(pos: Position, sources: list[str], workspaces: dict) -> tuple[list, str]:
-    """The snippets the server's context sources would give at ``pos`` (their plain functions, on the position's
-    project as the workspace: the target file's text is the document, never the disk's), and the file's URI.
-    Recently used files: those the file imports, then the rest of the project nearest by folder, ``RECENT_FILES``."""
-    from completer.context import SourceFile
+    """The snippets the server's context sources would give at ``pos`` and the file's URI: on the position's project
+    as the workspace (``completer.training.crossfile.project_snippets``); on the single-file set, similar windows
+    of the language's other eval files, which stand for the open documents."""
     from completer.context.similar import query_window, similar_snippets
-    from completer.context.workspace import Workspace, import_snippets, imported_files, relative_name, uri_of
+    from completer.context.workspace import uri_of
+    from completer.training.crossfile import CONTEXT_SOURCES, RECENT_FILES, project_snippets
 
     unknown = set(sources) - set(CONTEXT_SOURCES)
     if unknown:
         raise ValueError(f"context: unknown sources {sorted(unknown)}; known: {CONTEXT_SOURCES}")
-    if not pos.root:          # the single-file set: the other eval files of the language stand for open documents
+    if not pos.root:
         uri = f"file:///eval/{Path(pos.file).stem}{EXTENSIONS.get(pos.language, '')}"
         if "similar" not in sources:
             return [], uri
         others = [(Path(f.name).name, f.text) for f in workspaces.get("eval files", ())
                   if f.language == pos.language and f.name != pos.file][:RECENT_FILES]
         return similar_snippets(query_window(pos.document, pos.offset), others), uri
-    ws = workspaces.get(pos.root)
-    if ws is None:
-        ws = workspaces[pos.root] = Workspace([pos.root])
-    ws.texts = {pos.path: pos.document}
-    uri = uri_of(pos.path)
-    doc = SourceFile(uri, pos.language, pos.document)
-    out = []
-    if "imports" in sources:
-        out += import_snippets(doc, ws)
-    if "similar" in sources:
-        imported = imported_files(doc, ws).files
-        here = os.path.dirname(pos.path)
-        rest = sorted((e.path for e in ws.files() if e.path != pos.path and e.path not in imported
-                       and (e.language == pos.language or e.path.endswith(".h") and pos.language == "c")),
-                      key=lambda p: (os.path.relpath(p, here).count(".."), p))
-        recent = [p for p in imported + rest if p != pos.path][:RECENT_FILES]
-        files = [(relative_name(p, ws), t) for p in recent if (t := ws.read(p)) is not None]
-        out += similar_snippets(query_window(pos.document, pos.offset), files)
-    return out, uri
+    return (project_snippets(pos.root, pos.path, pos.document, pos.offset, pos.language, sources, workspaces),
+            uri_of(pos.path))
 
 
 async def _run_config(name: str, engine_cfg: dict, engine_only: dict, pipe: dict, positions: list[Position], args,

@@ -110,3 +110,34 @@ def pack(stream: np.ndarray, seq_len: int) -> np.ndarray:
     """[N, seq_len + 1] windows (inputs are [:, :-1], targets [:, 1:])."""
     n = len(stream) // (seq_len + 1)
     return stream[: n * (seq_len + 1)].reshape(n, seq_len + 1)
+
+
+PAD = -100          # a window's unused end after whole samples: no input token (read as the end token), no loss
+
+
+def pack_samples(ids: np.ndarray, starts: np.ndarray, seq_len: int, pad_id: int) -> np.ndarray:
+    """[N, seq_len + 1] windows that each hold whole samples (``ids[starts[i]:starts[i + 1]]``), first fit in the
+    samples' order, the rest of a window ``PAD`` in the targets (``pad_id`` where it is an input is the caller's
+    business: ``inputs_targets``); a sample longer than a window keeps its last ``seq_len + 1`` tokens."""
+    bounds = list(starts) + [len(ids)]
+    rows: list[np.ndarray] = []
+    cur: list[np.ndarray] = []
+    used = 0
+    width = seq_len + 1
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        s = ids[max(a, b - width):b].astype(np.int64)
+        if used + len(s) > width and cur:
+            rows.append(np.concatenate(cur + [np.full(width - used, PAD, dtype=np.int64)]))
+            cur, used = [], 0
+        cur.append(s)
+        used += len(s)
+    if cur:
+        rows.append(np.concatenate(cur + [np.full(width - used, PAD, dtype=np.int64)]))
+    return np.stack(rows) if rows else np.zeros((0, width), dtype=np.int64)
+
+
+def inputs_targets(windows, pad_id: int):
+    """(inputs, targets) of [N, seq_len + 1] windows: targets keep ``PAD`` (cross-entropy's ignore_index), inputs
+    read it as ``pad_id``."""
+    x, y = windows[:, :-1], windows[:, 1:]
+    return x.masked_fill(x == PAD, pad_id), y

@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from completer.models import resolve_model
 from completer.models.delta import DELTA_FILE
-from completer.training.fim import encode_samples, pack
+from completer.training.fim import PAD, encode_samples, inputs_targets, pack, pack_samples
 from completer.models.llama import LlamaForCausalLM, ModelConfig
 from completer.training.train import lr_at
 from completer.prompt import FIM_TOKENS
@@ -108,6 +108,29 @@ def add_lora(model: LlamaForCausalLM, rank: int, alpha: float, fim_rows: list[in
     return params
 
 
+def load_delta_into(model: LlamaForCausalLM, path: str | Path) -> None:
+    """Start from a shipped delta (``model.delta``, or its folder): its LoRA factors and embedding rows become the
+    trainable parameters' values (same rank, same rows and scale, or ValueError), so training continues from it."""
+    from completer.models.delta import read_delta
+    path = Path(path)
+    tensors, meta = read_delta(path / DELTA_FILE if path.is_dir() else path)
+    with torch.no_grad():
+        for i, layer in enumerate(model.model.layers):
+            for t in TARGETS:
+                lora = layer.get_submodule(t).parametrizations.weight[0]
+                name = f"model.layers.{i}.{t}.weight"
+                a, b = tensors[name + ".lora_A"], tensors[name + ".lora_B"]
+                if a.shape != lora.A.shape or b.shape != lora.B.shape:
+                    raise ValueError(f"{path}: {name} has rank {a.shape[0]}, training rank {lora.A.shape[0]}")
+                lora.A.copy_(a.float()), lora.B.copy_(b.float())
+        if abs(float(meta.get("scale", lora.scale)) - lora.scale) > 1e-6:
+            raise ValueError(f"{path}: scale {meta.get('scale')} (alpha / rank), training {lora.scale}")
+        rows = model.model.embed_tokens.parametrizations.weight[0]
+        if tensors["model.embed_tokens.rows"].tolist() != rows.rows.tolist():
+            raise ValueError(f"{path}: other embedding rows than the FIM tokens'")
+        rows.delta.copy_(tensors["model.embed_tokens.delta"].float())
+
+
 def delta_tensors(model: LlamaForCausalLM) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """The delta as shipped: fp16 LoRA factors, fp32 embedding rows, and the metadata ``apply_delta`` reads."""
     out: dict[str, torch.Tensor] = {}
@@ -172,6 +195,26 @@ def heldout_loss(model, data: dict[str, torch.Tensor], device, batch: int = 8) -
     return out
 
 
+def sample_loss(model, path: str, device, limit: int = 400) -> float:
+    """Mean cross-entropy of the targets (what the file has at the cursor, healed characters and end token
+    included) of the first ``limit`` samples of a ``completer.training.crossfile`` file, each after its prompt."""
+    d = np.load(path)
+    ids, starts, targets = d["ids"], d["starts"], d["targets"]
+    bounds = list(starts) + [len(ids)]
+    was = model.training
+    model.eval()
+    tot = n = 0.0
+    with torch.no_grad():
+        for i in range(min(limit, len(starts))):
+            x = torch.from_numpy(ids[bounds[i]:bounds[i + 1]].astype(np.int64))[None].to(device)
+            t = int(targets[i])
+            logits = model(x[:, :-1]).float()[0, -t:]
+            tot += F.cross_entropy(logits, x[0, -t:], reduction="sum").item()
+            n += t
+    model.train(was)
+    return round(tot / max(1, n), 4)
+
+
 def read_texts(archives: list[str], max_bytes: int, seed: int) -> list[tuple[str, str]]:
     """(language, text) from each archive, languages interleaved in the archive's order, up to ``max_bytes``."""
     from completer.training.corpus import read_archive
@@ -196,6 +239,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heldout", help="held-out archive: loss per language before and after training")
     ap.add_argument("--heldout-windows", type=int, default=16, help="windows per language for the held-out loss")
     ap.add_argument("--corpus-mb", type=float, default=20, help="MB of text to encode")
+    ap.add_argument("--init-delta", help="continue from this delta (a shipped folder, e.g. "
+                                          "completer/models/house/smollm2/fim, or its model.delta)")
+    ap.add_argument("--samples", action="append", default=[],
+                    help="prepared token streams (.npy, uint16, e.g. completer.training.crossfile's server prompts "
+                         "with their targets) whose windows are mixed into each batch")
+    ap.add_argument("--samples-share", type=float, default=0.5, help="share of each batch taken from --samples")
+    ap.add_argument("--heldout-samples", action="append", default=[],
+                    help="held-out prepared samples (NAME=FILE.npz): the loss of their targets before and after")
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--alpha", type=float, default=32)
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -223,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     names = FIM_TOKENS[TEMPLATE]
     fim_rows = [tok.token_to_id(names[k]) for k in ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")]
     names = {**names, "<|endoftext|>": "<|endoftext|>"}
+    eos_id = tok.token_to_id("<|endoftext|>")
     print(f"base {args.base}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters; FIM tokens "
           f"{dict(zip(('prefix', 'suffix', 'middle'), fim_rows))} ({time.time() - t0:.0f}s)", flush=True)
 
@@ -237,6 +289,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(texts)} files ({', '.join(f'{k} {v / 1e6:.1f} MB' for k, v in sorted(by_lang.items()))}), "
           f"{len(stream) / 1e6:.1f}M tokens, {len(data)} windows of {args.seq_len} ({time.time() - t0:.0f}s)",
           flush=True)
+    extra = torch.zeros((0, args.seq_len + 1), dtype=torch.int64)
+    if args.samples:
+        parts = [np.load(f) for f in args.samples]
+        extra = torch.from_numpy(np.concatenate([pack_samples(p["ids"], p["starts"], args.seq_len, 0) for p in parts]))
+        print(f"{len(extra)} windows of prepared samples ({', '.join(args.samples)}), {args.samples_share:.0%} of "
+              f"each batch", flush=True)
+    n_extra = round(args.batch * args.samples_share) if len(extra) else 0
     held: dict[str, torch.Tensor] = {}
     if args.heldout:
         from completer.training.corpus import read_archive
@@ -250,15 +309,22 @@ def main(argv: list[str] | None = None) -> int:
 
     model.to(device)
     params = add_lora(model, args.rank, args.alpha, fim_rows, args.seed)
+    if args.init_delta:
+        load_delta_into(model, args.init_delta)
+        print(f"continuing from {args.init_delta}", flush=True)
     model.train()
     n_train = sum(p.numel() for p in params)
-    loss_before = heldout_loss(model, held, device) if held else {}
-    if held:
+    held_samples = dict(a.split("=", 1) for a in args.heldout_samples)
+
+    def samples_loss() -> dict:
+        return {name: sample_loss(model, path, device) for name, path in held_samples.items()}
+    loss_before = {**(heldout_loss(model, held, device) if held else {}), **samples_loss()}
+    if loss_before:
         print(f"held-out loss before: {loss_before} ({time.time() - t0:.0f}s)", flush=True)
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.99), weight_decay=0.0)
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
     if device.type == "cuda":
-        data = data.to(device)
+        data, extra = data.to(device), extra.to(device)
         torch.backends.cuda.matmul.allow_tf32 = True
     gen = torch.Generator().manual_seed(args.seed)
     argv_s = " ".join(argv if argv is not None else sys.argv[1:])
@@ -270,7 +336,9 @@ def main(argv: list[str] | None = None) -> int:
                 "seed": args.seed, "trainable_params": n_train, "steps": step, "tokens_seen": tokens,
                 "train_tokens": int(len(stream)), "train_files": len(texts),
                 "train_mb_by_language": {k: round(v / 1e6, 2) for k, v in sorted(by_lang.items())},
-                "corpus": args.corpus, "loss_first": first, "loss_last": last,
+                "corpus": args.corpus, "init_delta": args.init_delta, "samples": args.samples,
+                "samples_windows": len(extra), "samples_share": args.samples_share if n_extra else 0,
+                "loss_first": first, "loss_last": last,
                 "heldout_loss_before": loss_before, "heldout_loss_after": after, "interrupted": interrupted,
                 "checkpoint": checkpoint, "device": (torch.cuda.get_device_name(0) if device.type == "cuda"
                                                      else platform.processor() or "cpu"),
@@ -290,17 +358,21 @@ def main(argv: list[str] | None = None) -> int:
             frac = el / budget if args.max_steps is None else max(el / budget, step / args.max_steps)
             for g in opt.param_groups:
                 g["lr"] = lr_at(frac, args.lr)
-            idx = torch.randint(len(data), (args.batch,), generator=gen).to(data.device)
+            idx = torch.randint(len(data), (args.batch - n_extra,), generator=gen).to(data.device)
             w = data[idx].to(device, non_blocking=True)
+            if n_extra:
+                idx = torch.randint(len(extra), (n_extra,), generator=gen).to(extra.device)
+                w = torch.cat([w, extra[idx].to(device, non_blocking=True)])
+            x, y = inputs_targets(w, eos_id)
             with amp:
-                logits = model(w[:, :-1])
-                loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), w[:, 1:].reshape(-1))
+                logits = model(x)
+                loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=PAD)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             step += 1
-            tokens += w[:, :-1].numel()
+            tokens += int((y != PAD).sum())
             win, win_n = win + loss.detach(), win_n + 1
             if step % 10 == 0 or step == 1:
                 last = (win / win_n).item()
@@ -322,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     if win_n:
         last = (win / win_n).item()
     bar.close()
-    after = heldout_loss(model, held, device) if held else {}
+    after = {**(heldout_loss(model, held, device) if held else {}), **samples_loss()}
     m = meta(step, tokens, first, last, interrupted, after=after)
     save(out, model, tok, args.base_name or args.base, m, device)
     print(json.dumps(m, indent=1), flush=True)

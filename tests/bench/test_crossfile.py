@@ -4,7 +4,7 @@ project."""
 import hashlib
 import json
 
-from tests.helpers.programs import run_program
+from tests.helpers.programs import ROOT, run_program
 
 UTIL = "def parse_header(line, strict=False):\n    return line\n\n\ndef render_row(row):\n    return str(row)\n"
 MAIN = ('"""Loads rows."""\n'
@@ -41,3 +41,18 @@ def test_positions_use_a_name_another_file_defines_first_time_outside_imports(tm
     (root / "util.py").write_text(UTIL + "\n")                    # a changed file is flagged
     out = run_program("bench.crossfile", "--manifest", path, "--json").stdout
     assert json.loads(out.splitlines()[0]) == {"note": "content differs from the manifest: pkg/util.py"}
+
+
+def test_no_project_of_the_set_was_in_a_training_split(tmp_path):
+    large = ROOT / "completer" / "training" / "corpus_large_manifest.json"
+    extra = ROOT / "completer" / "training" / "crossfile_packages.json"
+    assert "none of the" in run_program("bench.crossfile", "--trained-on", large, extra).stdout
+    # the large corpus had koa in its train split (why it left the set); a project found there is named
+    data = json.loads(large.read_text())
+    data["packages"]["npm:postcss"] = {"split": "train"}
+    (tmp_path / "large.json").write_text(json.dumps(data))
+    packages = json.loads(extra.read_text())
+    packages["npm"].append("@tanstack/query-core")
+    (tmp_path / "extra.json").write_text(json.dumps(packages))
+    out = run_program("bench.crossfile", "--trained-on", tmp_path / "large.json", tmp_path / "extra.json", check=False)
+    assert out.returncode == 1 and "trained on: postcss, query-core" in out.stdout

@@ -199,3 +199,29 @@ def test_house_smollm2_fim_gives_the_trained_models_logits():
     assert got.argmax(-1).tolist() == want.argmax(-1).tolist()
     _, meta = read_delta(SHIPPED / DELTA_FILE)
     assert meta["template"] == "smollm2-fim"
+
+
+def test_training_continues_from_a_shipped_delta(tmp_path):
+    """``fim_lora --init-delta``: a fresh LoRA loaded from a shipped delta gives that delta's model (to the fp16
+    rounding of the factors); a fresh LoRA without it is the base; another rank is a clear error."""
+    from completer.training.fim_lora import load_delta_into
+    base, trained, shipped = _shipped_delta(tmp_path)
+
+    def fresh(rank=4):
+        model = LlamaForCausalLM(LlamaForCausalLM.from_pretrained(base).config)
+        model.load_state_dict(load_file(str(base / "model.safetensors")), strict=False)
+        model.lm_head.weight = model.model.embed_tokens.weight
+        add_lora(model, rank=rank, alpha=2 * rank, fim_rows=[5, 6, 7], seed=9)
+        return model.eval()
+
+    with torch.no_grad():
+        want = trained(IDS)
+        before = fresh()(IDS)
+        model = fresh()
+        load_delta_into(model, shipped)
+        got = model(IDS)
+    moved = (before - want).abs().max().item()
+    assert moved > 0.05                               # without the delta: the base
+    assert (got - want).abs().max().item() < 2e-3 * moved, moved    # fp16 factors: rounding only
+    with pytest.raises(ValueError, match="rank"):
+        load_delta_into(fresh(rank=2), shipped / DELTA_FILE)
