@@ -387,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
                                     f"ETA {int(left) // 60}:{int(left) % 60:02d}")
             if time.time() - start >= next_save:
                 save(out, model, tok, args.base_name or args.base, meta(step, tokens, first, last, checkpoint=True), device)
-                tqdm.write(f"checkpoint at step {step} ({time.time() - start:.0f}s): {out}")
+                tqdm.write(f"checkpoint at step {step} ({time.time() - start:.0f}s): {out}"
+                           + (f"; held-out samples' target loss {samples_loss()}" if held_samples else ""))
                 next_save += every
     except KeyboardInterrupt:
         interrupted = True
