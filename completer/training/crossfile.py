@@ -179,8 +179,6 @@ def positions_for(project: Project, target: str, names: dict[str, str], seed: in
                 if len(w) >= 5:
                     cands["in_name"].append((i, m.start() + 2, w))
             seen.add(w)
-        if not ok:
-            continue
     rng = random.Random(f"{seed}:{project.name}/{target}")
     out = []
     for kind in KINDS:
@@ -192,8 +190,6 @@ def positions_for(project: Project, target: str, names: dict[str, str], seed: in
             out.append(XPosition(f"{project.name}/{target}", project.language, kind, i, cut, document, body[col:],
                                  w, names[w], project.name, project.root, os.path.join(project.root, target)))
     return out
-
-
 
 
 # --- the context a project gives --------------------------------------------------------------------------------
@@ -233,8 +229,6 @@ def project_snippets(root: str, path: str, document: str, offset: int, language:
 
 
 # --- training samples ------------------------------------------------------------------------------------------
-FAMILY_EXTS = {"python": (".py",), "go": (".go",), "rust": (".rs",), "c": (".c", ".h"),
-               "javascript": (".js", ".mjs", ".cjs"), "typescript": (".ts", ".mts", ".cts", ".tsx")}
 SHARES = (0.1, 0.25)             # the snippet shares of the budget a sample is made with (the server's, and more)
 
 
@@ -309,7 +303,7 @@ def samples(projects: dict[tuple[str, str], dict[str, str]], engine, *, seed: in
     with tempfile.TemporaryDirectory(prefix="crossfile-") as tmp:
         for n, (pkg, language) in enumerate(keys):
             files = {r: t for r, t in projects[(pkg, language)].items() if not TEST_FILE.search(r)}
-            if len(files) < 2 or language not in FAMILY_EXTS:
+            if len(files) < 2 or language not in IMPORT_LINE:
                 continue
             root = os.path.join(tmp, re.sub(r"[^\w.-]", "_", pkg), language)
             for rel, text in files.items():

@@ -115,10 +115,10 @@ def pack(stream: np.ndarray, seq_len: int) -> np.ndarray:
 PAD = -100          # a window's unused end after whole samples: no input token (read as the end token), no loss
 
 
-def pack_samples(ids: np.ndarray, starts: np.ndarray, seq_len: int, pad_id: int) -> np.ndarray:
+def pack_samples(ids: np.ndarray, starts: np.ndarray, seq_len: int) -> np.ndarray:
     """[N, seq_len + 1] windows that each hold whole samples (``ids[starts[i]:starts[i + 1]]``), first fit in the
-    samples' order, the rest of a window ``PAD`` in the targets (``pad_id`` where it is an input is the caller's
-    business: ``inputs_targets``); a sample longer than a window keeps its last ``seq_len + 1`` tokens."""
+    samples' order, the rest of a window ``PAD`` (``inputs_targets`` reads it as no loss, and as the end token where
+    it is an input); a sample longer than a window keeps its last ``seq_len + 1`` tokens."""
     bounds = list(starts) + [len(ids)]
     rows: list[np.ndarray] = []
     cur: list[np.ndarray] = []

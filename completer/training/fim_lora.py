@@ -242,8 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--init-delta", help="continue from this delta (a shipped folder, e.g. "
                                           "completer/models/house/smollm2/fim, or its model.delta)")
     ap.add_argument("--samples", action="append", default=[],
-                    help="prepared token streams (.npy, uint16, e.g. completer.training.crossfile's server prompts "
-                         "with their targets) whose windows are mixed into each batch")
+                    help="prepared samples (.npz of completer.training.crossfile: the server's prompts with their "
+                         "targets), packed whole into windows that are mixed into each batch")
     ap.add_argument("--samples-share", type=float, default=0.5, help="share of each batch taken from --samples")
     ap.add_argument("--heldout-samples", action="append", default=[],
                     help="held-out prepared samples (NAME=FILE.npz): the loss of their targets before and after")
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = torch.zeros((0, args.seq_len + 1), dtype=torch.int64)
     if args.samples:
         parts = [np.load(f) for f in args.samples]
-        extra = torch.from_numpy(np.concatenate([pack_samples(p["ids"], p["starts"], args.seq_len, 0) for p in parts]))
+        extra = torch.from_numpy(np.concatenate([pack_samples(p["ids"], p["starts"], args.seq_len) for p in parts]))
         print(f"{len(extra)} windows of prepared samples ({', '.join(args.samples)}), {args.samples_share:.0%} of "
               f"each batch", flush=True)
     n_extra = round(args.batch * args.samples_share) if len(extra) else 0
@@ -350,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     next_save = every if every > 0 else float("inf")
     bar = tqdm(total=int(budget), unit="s", desc="train", bar_format="{l_bar}{bar}| {n}/{total}s {postfix}")
     step = tokens = 0
+    counted = torch.zeros((), dtype=torch.int64, device=device)     # target tokens seen (padding not counted)
     first = last = None
     win, win_n = torch.zeros((), device=device), 0
     interrupted = False
@@ -372,10 +373,11 @@ def main(argv: list[str] | None = None) -> int:
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             step += 1
-            tokens += int((y != PAD).sum())
+            counted = counted + (y != PAD).sum()        # read (a sync) only where it is shown or saved
             win, win_n = win + loss.detach(), win_n + 1
             if step % 10 == 0 or step == 1:
                 last = (win / win_n).item()
+                tokens = int(counted)
                 win, win_n = torch.zeros((), device=device), 0
                 first = last if first is None else first
                 now = time.time() - start
@@ -386,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                 bar.set_postfix_str(f"step {step} loss {last:.3f} tok {tokens / 1e6:.1f}M "
                                     f"ETA {int(left) // 60}:{int(left) % 60:02d}")
             if time.time() - start >= next_save:
+                tokens = int(counted)
                 save(out, model, tok, args.base_name or args.base, meta(step, tokens, first, last, checkpoint=True), device)
                 tqdm.write(f"checkpoint at step {step} ({time.time() - start:.0f}s): {out}"
                            + (f"; held-out samples' target loss {samples_loss()}" if held_samples else ""))
@@ -394,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         interrupted = True
     if win_n:
         last = (win / win_n).item()
+    tokens = int(counted)
     bar.close()
     after = {**(heldout_loss(model, held, device) if held else {}), **samples_loss()}
     m = meta(step, tokens, first, last, interrupted, after=after)

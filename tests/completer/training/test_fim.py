@@ -63,9 +63,9 @@ def test_pack_samples_keeps_each_sample_whole_in_one_window():
     from completer.training.fim import PAD, inputs_targets, pack_samples
     ids = np.arange(1, 15, dtype=np.uint16)             # samples [1..4], [5..9], [10..11], [12..14]
     starts = np.array([0, 4, 9, 11])
-    w = pack_samples(ids, starts, seq_len=6, pad_id=0)  # windows of 7
+    w = pack_samples(ids, starts, seq_len=6)  # windows of 7
     assert w.tolist() == [[1, 2, 3, 4, PAD, PAD, PAD], [5, 6, 7, 8, 9, 10, 11], [12, 13, 14, PAD, PAD, PAD, PAD]]
-    long = pack_samples(np.arange(1, 11, dtype=np.uint16), np.array([0]), seq_len=4, pad_id=0)
+    long = pack_samples(np.arange(1, 11, dtype=np.uint16), np.array([0]), seq_len=4)
     assert long.tolist() == [[6, 7, 8, 9, 10]]          # too long: its last tokens (the target and the end)
     x, y = inputs_targets(torch.from_numpy(w), pad_id=99)
     assert x[0].tolist() == [1, 2, 3, 4, 99, 99] and y[0].tolist() == [2, 3, 4, PAD, PAD, PAD]
