@@ -9,7 +9,7 @@
 #   python -m completer.training.package_fetch ROOT --packages completer/training/crossfile_packages.json
 #   python -m completer.training.package_corpus build ROOT BUILD            # BUILD/train.jsonl.xz
 #   python -m completer.training.crossfile BUILD/train.jsonl.xz xf.npz && xz -k xf.npz
-#   (held-out: package_fetch + build of a few held-out-split packages, then
+#   (held-out: package_fetch + build of completer/training/crossfile_heldout_packages.json, then
 #    python -m completer.training.crossfile HELD/heldout.jsonl.xz held-ctx.npz --no-context 0 --files-per-project 12 --seed 1
 #    and the same with --no-context 1 into held-noctx.npz: the same positions, with and without the block)
 # Two calls: bash bench/vllm/slim.sh out and move completer/models/house/v2 aside (the tree is then ~3 MB); call 1

@@ -195,9 +195,10 @@ def heldout_loss(model, data: dict[str, torch.Tensor], device, batch: int = 8) -
     return out
 
 
-def sample_loss(model, path: str, device, limit: int = 400) -> float:
+def sample_loss(model, path: str, device, limit: int | None = None) -> float:
     """Mean cross-entropy of the targets (what the file has at the cursor, healed characters and end token
-    included) of the first ``limit`` samples of a ``completer.training.crossfile`` file, each after its prompt."""
+    included) of the samples of a ``completer.training.crossfile`` file (the first ``limit``; all by default: the
+    file is in project order, so a prefix would leave its last projects out), each after its prompt."""
     d = np.load(path)
     ids, starts, targets = d["ids"], d["starts"], d["targets"]
     bounds = list(starts) + [len(ids)]
@@ -205,7 +206,7 @@ def sample_loss(model, path: str, device, limit: int = 400) -> float:
     model.eval()
     tot = n = 0.0
     with torch.no_grad():
-        for i in range(min(limit, len(starts))):
+        for i in range(len(starts) if limit is None else min(limit, len(starts))):
             x = torch.from_numpy(ids[bounds[i]:bounds[i + 1]].astype(np.int64))[None].to(device)
             t = int(targets[i])
             logits = model(x[:, :-1]).float()[0, -t:]
