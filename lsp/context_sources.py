@@ -5,7 +5,8 @@ Sources (setting ``contextSources``, all on by default; their plain functions li
 - ``imports``: signatures of the definitions a document imports, resolved through the workspace's files
   (``completer/context/workspace.py``; the workspace is the client's ``workspaceFolders`` / ``rootUri``, files read
   from disk when they are not open). Recomputed when the document's import lines change (checked after an edit
-  pauses), on open and on save;
+  pauses), on open and on save; ranked by how near the cursor's region the document uses each name
+  (``rank_by_use``), once per region as the similar windows;
 - ``similar``: the windows of recently used documents (the open ones, most recently edited first, and the files the
   document imports) most like the code above the cursor (``similar.py``, Jaccard over identifier sets), picked once
   per region of the document (``ANCHOR_STEP`` lines; again on open and save): a completion request in another region
@@ -35,8 +36,8 @@ from completer.context import ANCHOR_STEP, Snippet, SourceFile
 from completer.context.edits import EditLog, edit_snippets
 from completer.context.languages import canonical_language
 from completer.context.similar import query_window, similar_snippets
-from completer.context.workspace import (FAMILY, Workspace, import_snippets, imported_files, path_of,
-                                         relative_name)
+from completer.context.workspace import (FAMILY, IMPORT_LINE, Workspace, import_snippets, imported_files, path_of,
+                                         rank_by_use, relative_name)
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,6 @@ IDLE_S = 0.3                  # an edit pause this long before the background co
 BUDGET_S = {"imports": 0.5, "similar": 0.1, "edits": 0.05}   # each source's time budget per computation
 RECENT_DOCUMENTS = 8          # recently used documents searched for similar windows
 _EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="completer-context")
-_IMPORT_LINE = re.compile(r"^\s*(from\s+\S+\s+import|import\b|use\b|pub\s+use\b|mod\b|pub\s+mod\b|#\s*include|"
-                          r".*\brequire\s*\(|export\s+.*\bfrom\b|\"[^\"]+\"\s*$|package\b).*$", re.M)
 
 
 def workspace_roots(params) -> list[str]:
@@ -63,7 +62,7 @@ def workspace_roots(params) -> list[str]:
 
 def import_key(text: str) -> tuple[str, ...]:
     """The document's import lines: its import snippets change only when these do (or a file is saved)."""
-    return tuple(m.group(0).strip() for m in _IMPORT_LINE.finditer(text))
+    return tuple(m.group(0).strip() for m in IMPORT_LINE.finditer(text))
 
 
 @dataclass
@@ -79,10 +78,11 @@ class ContextStats:
 class _Cached:
     version: int
     key: tuple                     # import lines
-    imports: list[Snippet]
+    imports: list[Snippet]         # as resolved (import_snippets)
     similar: list[Snippet]
-    similar_anchor: int            # the region (line // ANCHOR_STEP) the similar windows were picked for
-    edits: list[Snippet]
+    anchor: int                    # the region (line // ANCHOR_STEP) the similar windows were picked and the
+    edits: list[Snippet]           # imports ranked for
+    ranked: list[Snippet]          # the imports ranked by their uses near the cursor (rank_by_use)
 
 
 def compute(doc: SourceFile, ws: Workspace, sources: Sequence[str], line: int, recent: Sequence[SourceFile],
@@ -104,8 +104,10 @@ def compute(doc: SourceFile, ws: Workspace, sources: Sequence[str], line: int, r
     similar: list[Snippet] = []
     lines = doc.text.split("\n")
     offset = sum(len(l) + 1 for l in lines[:min(line, len(lines) - 1)]) + len(lines[min(line, len(lines) - 1)])
-    if ("similar" in sources and previous is not None and previous.similar_anchor == line // ANCHOR_STEP
-            and not force_imports):
+    same_region = previous is not None and previous.anchor == line // ANCHOR_STEP and not force_imports
+    # the same region and imports: the same ranking (and similar windows below), so the prompt's start stays the same
+    ranked = (previous.ranked if same_region and not resolved else rank_by_use(imports, doc.text, line)) if imports else []
+    if "similar" in sources and same_region:
         similar = previous.similar        # the same region: the same windows, so the prompt's start stays the same
     elif "similar" in sources:
         t = time.monotonic()
@@ -127,7 +129,7 @@ def compute(doc: SourceFile, ws: Workspace, sources: Sequence[str], line: int, r
         texts = {doc.uri: doc.text, **{r.uri: r.text for r in recent}}
         region = (line // ANCHOR_STEP * ANCHOR_STEP - 2 * ANCHOR_STEP, line + ANCHOR_STEP)
         edits = edit_snippets(edit_log, texts.get, lambda u: relative_name(path_of(u), ws), doc.uri, region)
-    return _Cached(0, key, imports, similar, line // ANCHOR_STEP, edits), over, resolved
+    return _Cached(0, key, imports, similar, line // ANCHOR_STEP, edits, ranked), over, resolved
 
 
 class ContextSources:
@@ -191,10 +193,10 @@ class ContextSources:
         c = self._cache.get(uri)
         if c is None:
             return []
-        if "similar" in sources and c.similar_anchor != line // ANCHOR_STEP:
+        if ("similar" in sources or "imports" in sources) and c.anchor != line // ANCHOR_STEP:
             self.stats.served_stale += 1
             self._schedule(uri, IDLE_S)
-        return [*c.imports, *c.similar, *c.edits]
+        return [*c.ranked, *c.similar, *c.edits]
 
     # --- the background -------------------------------------------------------------------------------------------
     def _touch(self, uri: str) -> None:

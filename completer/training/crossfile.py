@@ -203,7 +203,8 @@ def project_snippets(root: str, path: str, document: str, offset: int, language:
     ``CONTEXT_SOURCES``. ``workspaces``: a cache of ``Workspace`` by root, kept by the caller across positions."""
     from completer.context import SourceFile
     from completer.context.similar import query_window, similar_snippets
-    from completer.context.workspace import Workspace, import_snippets, imported_files, relative_name, uri_of
+    from completer.context.workspace import (Workspace, import_snippets, imported_files, rank_by_use, relative_name,
+                                             uri_of)
 
     unknown = set(sources) - set(CONTEXT_SOURCES)
     if unknown:
@@ -215,7 +216,7 @@ def project_snippets(root: str, path: str, document: str, offset: int, language:
     doc = SourceFile(uri_of(path), language, document)
     out = []
     if "imports" in sources:
-        out += import_snippets(doc, ws)
+        out += rank_by_use(import_snippets(doc, ws), document, document.count("\n", 0, offset))
     if "similar" in sources:
         imported = imported_files(doc, ws).files
         here = os.path.dirname(path)

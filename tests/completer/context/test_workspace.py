@@ -10,7 +10,7 @@ import pytest
 from completer.context import SourceFile, Snippet, build_prompt
 from completer.context.edits import EditLog, edit_snippets
 from completer.context.similar import jaccard, identifiers, query_window, similar_snippets
-from completer.context.workspace import Workspace, import_snippets, imported_files, uri_of
+from completer.context.workspace import Workspace, import_snippets, imported_files, rank_by_use, uri_of
 
 
 def count(s: str) -> int:
@@ -76,6 +76,29 @@ def test_explicitly_imported_names_rank_before_the_rest(tmp_path):
     snips = import_snippets(doc(tmp_path, "b.py", "python"), ws)
     ranked = sorted(snips, key=lambda s: s.rank)
     assert ranked[0].lines == ("def zeta():",) and ranked[-1].lines == ("def alpha():",)
+
+
+def test_ranked_by_use_the_definitions_the_code_near_the_cursor_uses_come_first(tmp_path):
+    """Four names from two files; the cursor at line 30: the name imported and not used yet first, then the one used
+    on line 28, then line 3's; the file's other definition (tier 2) keeps its rank after them. A small budget then
+    holds what the cursor's region needs, where file order gave it the first file's definitions."""
+    ws = project(tmp_path, {
+        "a.py": "def first():\n    pass\n\n\ndef near():\n    pass\n\n\ndef other():\n    pass\n",
+        "b.py": "def fresh():\n    pass\n",
+        "c.py": "from a import first, near\nfrom b import fresh\n\nfirst()\n" + "x = 1\n" * 23 + "near()\n\n\n"})
+    d = doc(tmp_path, "c.py", "python")
+    snips = import_snippets(d, ws)
+    assert [s.source for s in sorted(snips, key=lambda s: s.rank)][0] == "a.py"     # file order first
+    ranked = sorted(rank_by_use(snips, d.text, 30), key=lambda s: s.rank)
+    assert [s.names for s in ranked] == [("fresh",), ("near",), ("first",), ("other",)], ranked
+    assert [s.rank for s in ranked][:3] == [0, 1, 7]                               # 2 and 26 lines away, 4 a step
+    assert all(len(s.lines) == 1 for s in ranked[:3]) and ranked[1].lines == ("def near():",)
+    def block(snippets):
+        return build_prompt(d, len(d.text), count_tokens=count, snippets=snippets, budget_tokens=250,
+                            snippet_share=0.1).context
+    assert "def fresh():" not in block(snips) and "def other():" in block(snips)    # a.py's, in file order
+    assert "def fresh():" in block(ranked) and "def near():" in block(ranked) and "def other():" not in block(ranked)
+    assert rank_by_use(snips, d.text, 30) == rank_by_use(snips, d.text, 30)       # a plain function: the same block
 
 
 def test_the_document_itself_and_files_outside_the_roots_are_never_read(tmp_path):
