@@ -30,6 +30,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from completer.training.crossfile import PER_KIND, Project, XPosition, cross_names, positions_for, scan_files
@@ -165,6 +166,39 @@ def make_manifest(path: Path = MANIFEST) -> dict:
     return data
 
 
+def block_coverage(positions, model: str, shares=(0.1, 0.25, 0.5), sources=("imports", "similar"),
+                   budget_tokens: int = 1024) -> dict:
+    """How often the prompt's context block holds the cross-file name the line needs (as a whole word), at each
+    snippet share of the budget, with ``model``'s tokenizer and template; and how often the sources' snippets hold
+    it before the budget cut. What the block can give at most: a model cannot copy a definition the budget left out."""
+    from completer import pipeline
+    from completer.context import SourceFile
+    from completer.context.workspace import uri_of
+    from completer.engine import EngineConfig, create_engine
+    from completer.training.crossfile import project_snippets
+
+    engine = create_engine(EngineConfig(model=model, device="cpu", speculation="none"))
+    workspaces: dict = {}
+    shares = tuple(shares)
+    counts = {"positions": 0, "in the snippets": 0, **{f"in the block at {s:g}": 0 for s in shares}}
+    by_language: dict[str, dict] = {}
+    for p in positions:
+        snippets = project_snippets(p.root, p.path, p.document, p.offset, p.language, sources, workspaces)
+        word = re.compile(r"\b%s\b" % re.escape(p.name))
+        hits = {"positions": 1, "in the snippets": bool(word.search("\n".join(l for s in snippets for l in s.lines)))}
+        for share in shares:
+            settings = pipeline.Settings(budget_tokens=budget_tokens, snippet_share=share)
+            plan = pipeline.plan(SourceFile(uri_of(p.path), p.language, p.document), p.offset, engine, settings,
+                                 snippets=snippets)
+            hits[f"in the block at {share:g}"] = bool(word.search(plan.context))
+        for k, v in hits.items():
+            counts[k] += v
+            lang = by_language.setdefault(p.language, dict.fromkeys(counts, 0))
+            lang[k] += v
+    return {"model": model, "sources": list(sources), "budget_tokens": budget_tokens, **counts,
+            "by_language": by_language}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.crossfile")
     ap.add_argument("--make-manifest", action="store_true")
@@ -175,7 +209,18 @@ def main(argv=None) -> int:
                     help="check that no project of the set is in those training corpora (exit 1 naming those that "
                          "are); the repository's: completer/training/corpus_large_manifest.json and "
                          "crossfile_packages.json")
+    ap.add_argument("--coverage", metavar="MODEL",
+                    help="print how often the context block holds the name the line needs (block_coverage), with "
+                         "MODEL's tokenizer and template, e.g. house:smollm2/fim")
+    ap.add_argument("--shares", default="0.1,0.25,0.5", help="--coverage: snippet shares of the budget")
     args = ap.parse_args(argv)
+    if args.coverage:
+        projects, notes = load(args.manifest)
+        if notes:
+            raise SystemExit("; ".join(notes[:3]) + (" ..." if len(notes) > 3 else ""))
+        shares = [float(x) for x in args.shares.split(",")]
+        print(json.dumps(block_coverage(sample(projects, per_kind=args.per_kind), args.coverage, shares), indent=1))
+        return 0
     if args.trained_on:
         problem = not_held_out(*map(Path, args.trained_on))
         if problem:
