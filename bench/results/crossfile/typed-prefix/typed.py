@@ -1,7 +1,7 @@
 """Diagnostic (not shipped): bench.quality --crossfile with import definitions whose name starts with the identifier
 being typed at the cursor put first (rank -1), on top of rank_by_use."""
 import re, sys
-sys.path.insert(0, "/work/main")
+sys.path.insert(0, ".")     # run from the repository root
 import completer.training.crossfile as xf
 from completer.context.plan import Snippet
 orig = xf.project_snippets
