@@ -80,9 +80,9 @@ class _Cached:
     key: tuple                     # import lines
     imports: list[Snippet]         # as resolved (import_snippets)
     similar: list[Snippet]
-    anchor: int                    # the region (line // ANCHOR_STEP) the similar windows were picked and the
-    edits: list[Snippet]           # imports ranked for
-    ranked: list[Snippet]          # the imports ranked by their uses near the cursor (rank_by_use)
+    anchor: int                    # the region (line // ANCHOR_STEP) the similar windows and the ranking are for
+    edits: list[Snippet]
+    ranked: list[Snippet]          # the imports ranked by their uses near the cursor's region (rank_by_use)
 
 
 def compute(doc: SourceFile, ws: Workspace, sources: Sequence[str], line: int, recent: Sequence[SourceFile],

@@ -472,7 +472,7 @@ def rank_by_use(snippets: Sequence[Snippet], text: str, line: int) -> list[Snipp
     outside import lines (``USE_STEP`` lines a rank), a name imported but not used yet first (rank 0: what is about
     to be written); the rest keep their rank. A small budget then holds the definitions the code around the cursor
     needs, not the first imported file's (on the held-out cross-file set the name the line needs was in the block at
-    the default share on 39 of 148 positions in file order, 59 so). A plain function of the region's cursor line, so
+    the default share on 39 of 148 positions in file order, 57 so). A plain function of the region's cursor line, so
     the block stays the same while the cursor stays in the region."""
     nearest: dict[str, int] = {}
     for i, row in enumerate(text.split("\n")):
