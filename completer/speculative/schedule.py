@@ -72,7 +72,10 @@ class BreakEven:
         if proposed <= 0 or self.off:
             return
         if seconds is not None and self.plain_step_s:
-            cost = seconds / self.plain_step_s
+            # never below one plain step: the verification is a plain step with the drafts beside it, so a
+            # measured ratio under 1 is noise in the plain step's estimate (a slow first step it still carries),
+            # and a proposer that is never accepted (1 token per step) must not look as if it paid
+            cost = max(1.0, seconds / self.plain_step_s)
         else:
             cost = proposed * (self.c if c is None else c) + self.v
         self._steps.append((accepted + 1, cost))

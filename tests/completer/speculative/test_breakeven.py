@@ -36,6 +36,15 @@ def test_breakeven_measured_cost(seconds, off):
     assert b.off is off
 
 
+def test_breakeven_never_accepted_with_an_inflated_plain_step():
+    """A plain step's estimate that a slow step inflated makes a verification look cheaper than a plain step;
+    a proposer that is never accepted still delivers one token per step, which does not pay."""
+    b = BreakEven(0.0, 1.0, min_steps=4, plain_step_s=0.010)
+    for _ in range(4):
+        b.update(4, 0, seconds=0.004)
+    assert b.off
+
+
 def test_breakeven_per_step_cost_and_bad_input():
     b = BreakEven(0.5, 1.0, min_steps=2)
     b.update(4, 1, c=0.0)                  # a free n-gram step in draft+ngram
