@@ -47,6 +47,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.record import loadavg as _loadavg, machine
+from bench.report import first_line
 from completer.engine.base import counted_between
 from lsp import trace as tr
 from lsp.client import Client, RpcError, Server
@@ -81,6 +82,7 @@ AS_GIVEN = (DEFAULT, "base")
 LOADS = ("quiet", "busy")
 SERVER_CMD = "serverCmd"  # in a --config: this configuration's server command (e.g. another checkout's)
 DRAIN_S = 20.0          # after a trace, wait at most this long for answers still outstanding
+MAX_ASKS = 8            # a keystroke's requests after partial answers, at most (the server gives one per text)
 LOAD_BOUND_S = 1800.0   # the busy condition's load generator stops by itself after this long at the latest
 
 
@@ -152,6 +154,8 @@ class Replayer:
             nonlocal latest
             docs[uri], off = tr.apply_edit(docs[uri], edit)
             versions[uri] += 1
+            if latest is not None:
+                latest["next_key"] = True     # what it shows from now on came after the next key
             if latest is not None and latest["status"] == "pending":
                 latest["status"] = "stale"
                 if self.cancel:
@@ -168,7 +172,7 @@ class Replayer:
             records.append(rec)
             befores[id(rec)] = (docs[uri][:off], docs[uri][off:])
             latest = rec
-            waits.append(asyncio.ensure_future(self._answer(rec, fut, now)))
+            waits.append(asyncio.ensure_future(self._answer(rec, fut, now, pos)))
 
         for ev in trace.events:
             if skip_typed_by_accept(ev, docs, trace_docs, syncing):
@@ -222,13 +226,39 @@ class Replayer:
                 "chars_typed": sum(len(e.edit["text"]) for e in trace.events if e.edit is not None),
                 "duration_s": end - t0, "final_equals_trace": docs[h.uri] == trace_docs[h.uri]}
 
-    async def _answer(self, rec: dict, fut: asyncio.Future, sent: float) -> None:
+    async def _answer(self, rec: dict, fut: asyncio.Future, sent: float, pos: dict | None = None) -> None:
         try:
             got, msg = await fut
         except (ConnectionError, asyncio.CancelledError):
             if rec["status"] == "pending":
                 rec["status"] = "unanswered"
             return
+        res = msg.get("result")
+        if isinstance(res, dict) and res.get("partial") is True and pos is not None:
+            # a partial answer (the client declared partialGhost, as the editors do): shown, and asked again at
+            # once for the same position, as the editors do; what comes before the next key replaces it
+            await self._shown_answer(rec, got, sent, msg)
+            rec["partial_answers"] = rec.get("partial_answers", 0) + 1
+            while rec["status"] == "shown" and not rec.get("next_key") and rec["partial_answers"] < MAX_ASKS:
+                _, fut = await self.client.request("textDocument/inlineCompletion", {
+                    "textDocument": {"uri": rec["uri"]}, "position": pos, "context": {"triggerKind": 2}})
+                try:
+                    got, msg = await fut
+                except (ConnectionError, asyncio.CancelledError):
+                    return
+                res = msg.get("result")
+                text = _first_text(res) if "error" not in msg else None
+                if rec.get("next_key") or not text:
+                    return
+                rec["ghost"] = text
+                rec["grown_ms"] = (got - sent) * 1000
+                if not (isinstance(res, dict) and res.get("partial") is True):
+                    return
+                rec["partial_answers"] += 1
+            return
+        await self._shown_answer(rec, got, sent, msg)
+
+    async def _shown_answer(self, rec: dict, got: float, sent: float, msg: dict) -> None:
         rec["answer_ms"] = (got - sent) * 1000
         if "error" in msg:
             code = msg["error"].get("code")
@@ -237,11 +267,7 @@ class Replayer:
             if rec["status"] == "pending":
                 rec["status"] = "cancelled" if code == -32800 else "error"
             return
-        res = msg.get("result")
-        items = (res.get("items") or []) if isinstance(res, dict) else (res or [])
-        text = items[0].get("insertText") if items else None
-        if isinstance(text, dict):
-            text = text.get("value")
+        text = _first_text(msg.get("result"))
         if rec["status"] == "pending":
             if text:
                 rec.update(status="shown", ghost=text, latency_ms=rec["answer_ms"])
@@ -249,6 +275,13 @@ class Replayer:
                 rec["status"] = "empty"
         else:                             # a late answer (not shown): what it was, for bench.why
             rec["late_ghost"] = text or ""
+
+
+def _first_text(res) -> str | None:
+    """The first item's text of an inline completion result."""
+    items = (res.get("items") or []) if isinstance(res, dict) else (res or [])
+    text = items[0].get("insertText") if items else None
+    return text.get("value") if isinstance(text, dict) else text
 
 
 def right(ghost: str, before: str, after: str, final: str) -> bool:
@@ -263,10 +296,7 @@ def right(ghost: str, before: str, after: str, final: str) -> bool:
             or len(final) < len(before) + len(after):
         return False
     typed = final[len(before):len(final) - len(after)]
-    body = len(ghost) - len(ghost.lstrip(" \t\r\n"))
-    nl = ghost.find("\n", body)
-    line = (ghost if nl < 0 else ghost[:nl]).rstrip(" \t\r")
-    return typed.startswith(line)
+    return typed.startswith(first_line(ghost))
 
 
 async def run_config(name: str, options: dict, traces: list[tuple[str, tr.Trace]], args, tick) -> dict:
@@ -279,8 +309,10 @@ async def run_config(name: str, options: dict, traces: list[tuple[str, tr.Trace]
     try:
         await client.call("initialize", {
             "processId": None, "rootUri": None, "initializationOptions": options,
+            # as the editors of editors/ do: they ask again at once on a partial answer (lsp/README.md)
             "capabilities": {"general": {"positionEncodings": ["utf-16"]},
-                             "textDocument": {"inlineCompletion": {}}}}, timeout=120)
+                             "textDocument": {"inlineCompletion": {}}, "experimental": {"partialGhost": True}}},
+            timeout=120)
         await client.notify("initialized", {})
         t_ready = time.perf_counter()
         before = await client.wait_ready(args.ready_timeout)

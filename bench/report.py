@@ -105,6 +105,14 @@ def verdicts(meds: list[dict], default: str = "default", base: str = "base") -> 
     return out
 
 
+def first_line(ghost: str) -> str:
+    """Ghost text through its first non-blank line, trailing blanks aside: what one keystroke's ghost text is judged
+    by (``bench.replay.right``) and what one Tab-accept of a line takes."""
+    body = len(ghost) - len(ghost.lstrip(" \t\r\n"))
+    nl = ghost.find("\n", body)
+    return (ghost if nl < 0 else ghost[:nl]).rstrip(" \t\r")
+
+
 def summarize(cfg: dict, pause_ms: float) -> dict:
     recs = [r for t in cfg["traces"] for r in t["records"]]
     keys = [r for r in recs if r["kind"] == "key"]
@@ -148,6 +156,11 @@ def summarize(cfg: dict, pause_ms: float) -> dict:
         "shown_before_next_key": _ratio(sum(1 for r in keys if r["status"] == "shown"), len(keys)),
         "reuses": srv.get("reuses"),
         "early_answers": srv.get("early_answers"),
+        "partial_answers": srv.get("partial_answers"),
+        # characters of right first lines shown before the next key, per keystroke: how much right text users see
+        # (a partial answer is right more easily than a whole line, and shorter)
+        "right_chars_per_key": _ratio(sum(len(first_line(r["ghost"])) for r in keys
+                                          if r["status"] == "shown" and r.get("right")), len(keys)),
         "served_from_cache": srv.get("served_from_cache"),
         "engine_aborts": eng.get("requests_aborted"),
         "generated_tokens": eng.get("generated_tokens"),
@@ -169,7 +182,7 @@ def summarize(cfg: dict, pause_ms: float) -> dict:
 
 
 MEDIAN_KEYS = ("shown_before_next_key", "right_share", "empty_share", "wasted_share", "engine_requests_per_keystroke", "reuses", "early_answers",
-               "served_from_cache")
+               "partial_answers", "right_chars_per_key", "served_from_cache")
 
 
 def medians(rows: list[dict]) -> list[dict]:
@@ -253,7 +266,7 @@ def markdown(raw: dict, rows: list[dict]) -> str:
         out.append(f"- `{c['name']}`: options `{json.dumps(c['options'], sort_keys=True)}`")
     out += [""] + headline_markdown(raw)
     out += ["## Per round", "", "| config | shown | p50 ms | p95 ms | p99 ms | pauses ≤100 ms | pauses ≤200 ms | engine req/key | "
-                "wasted tokens (share) | acceptance | chars saved (share) | from cache | reuses | early | "
+                "wasted tokens (share) | acceptance | chars saved (share) | from cache | reuses | early / partial | "
                 "send lag p95 ms |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -265,30 +278,35 @@ def markdown(raw: dict, rows: list[dict]) -> str:
             f"| {_f(r['engine_requests_per_keystroke'], '{:.2f}')} "
             f"| {_f(r['wasted_tokens'])} ({pct(r['wasted_share'])}) | {pct(r['acceptance_rate'])} "
             f"| {r['chars_saved']} ({pct(r['chars_saved_share'])}) | {_f(r['served_from_cache'])} "
-            f"| {_f(r.get('reuses'))} | {_f(r.get('early_answers'))} | {_f(r['send_lag_ms_p95'])} |")
+            f"| {_f(r.get('reuses'))} | {_f(r.get('early_answers'))} / {_f(r.get('partial_answers'))} "
+            f"| {_f(r['send_lag_ms_p95'])} |")
     pct = lambda v: _f(None if v is None else 100 * v, "{:.0f}%")  # noqa: E731
     out += ["", "Over all keystrokes (a keystroke without ghost text before the next one counts as never) and over "
                 "every answered request (in time or late, with or without ghost text):", "",
-            "| config | keystrokes | ghost before next key | right | empty answer | all keys p50 / p95 ms "
-            "| answered p50 / p95 / max ms | shown p50 / p95 ms |", "|---|---|---|---|---|---|---|---|"]
+            "| config | keystrokes | ghost before next key | right | right chars / key | empty answer "
+            "| all keys p50 / p95 ms | answered p50 / p95 / max ms | shown p50 / p95 ms |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         a, k, lat = r["answered_ms"], r["all_keys_ms"], r["latency_ms"]
         out.append(f"| {_label(r)} | {r['keystrokes']} "
-                   f"| {pct(r['shown_before_next_key'])} | {pct(r['right_share'])} | {pct(r['empty_share'])} "
+                   f"| {pct(r['shown_before_next_key'])} | {pct(r['right_share'])} "
+                   f"| {_f(r.get('right_chars_per_key'), '{:.2f}')} | {pct(r['empty_share'])} "
                    f"| {_f(k['p50'])} / {_f(k['p95'])} | {_f(a['p50'])} / {_f(a['p95'])} / {_f(a['max'])} "
                    f"| {_f(lat['p50'])} / {_f(lat['p95'])} |")
     if len(rows) > len({r["name"] for r in rows}):
         out += ["", "Medians over the rounds (configurations interleaved round by round):", "",
                 "| config | rounds | all keys p50 / p95 ms | answered p50 / p95 ms | shown p50 ms | shown p95 ms "
                 "| ghost before next key | right | wasted / generated | engine req/key | "
-                "reuses | early answers | from cache |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                "reuses | early / partial answers | right chars / key | from cache |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for m in medians(rows):
             out.append(f"| {m['name']} | {m['rounds']} | {_f(m['all_keys_p50_ms'])} / {_f(m['all_keys_p95_ms'])} "
                        f"| {_f(m['answered_p50_ms'])} / {_f(m['answered_p95_ms'])} "
                        f"| {_f(m['p50_ms'])} | {_f(m['p95_ms'])} "
                        f"| {pct(m['shown_before_next_key'])} | {pct(m['right_share'])} | {pct(m['wasted_share'])} "
                        f"| {_f(m['engine_requests_per_keystroke'], '{:.2f}')} | {_f(m['reuses'])} "
-                       f"| {_f(m['early_answers'])} | {_f(m['served_from_cache'])} |")
+                       f"| {_f(m['early_answers'])} / {_f(m.get('partial_answers'))} "
+                       f"| {_f(m.get('right_chars_per_key'), '{:.2f}')} | {_f(m['served_from_cache'])} |")
     out += ["", "shown = edits whose ghost text arrived before the next edit / edits sent; latency (didChange sent -> "
                 "response received) over all keystrokes, over answered requests, and over shown ones (the first "
                 "table's p50/p95/p99: survivorship-biased, read with the shown share); right = shown ghost text whose "

@@ -7,7 +7,7 @@ names). Example with the defaults::
      "maxTokens": 32, "debounceMs": 30, "contextBudgetTokens": 1024, "cancelStaleRequests": true,
      "typeThroughCache": true, "template": "auto", "maxDocumentChars": 2000000, "maxPromptTokens": 4096,
      "engineStartTimeoutS": 300, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": false,
-     "debounceMinMs": 0, "debounceMaxMs": 300, "answerBoundMs": 1000,
+     "debounceMinMs": 0, "debounceMaxMs": 300, "answerBoundMs": 1000, "partialAnswerMs": 60,
      "contextSources": ["imports", "similar", "edits"], "snippetShare": 0.1}
 
 Bad options in ``initialize`` are answered with an ``initialize`` error (-32602, InvalidParams) whose message names
@@ -98,6 +98,8 @@ class ServerConfig:
                                           # (bench/results/reliability-issue13-bound at b4844c3)
     token_healing: bool = True            # prompt backed up to a token boundary at the cursor (completer.healing)
     answer_bound_ms: float = 1000.0       # refuse ("server busy") what cannot be answered within this; 0 = never
+    partial_answer_ms: float = 60.0       # to clients that ask again on a partial answer (partialGhost): what the
+                                          # model has written by then, instead of all of it after the next key; 0 = off
     context_sources: tuple[str, ...] = CONTEXT_SOURCES   # context from beyond the open file (lsp/context_sources.py)
     snippet_share: float = SNIPPET_SHARE  # most of the prompt budget those sources take
 
@@ -119,6 +121,7 @@ class ServerConfig:
         "debounceMaxMs": ("debounce_max_ms", lambda n, v: _number(n, v, 0, 10_000)),
         "tokenHealing": ("token_healing", _bool),
         "answerBoundMs": ("answer_bound_ms", lambda n, v: _number(n, v, 0, 3_600_000)),
+        "partialAnswerMs": ("partial_answer_ms", lambda n, v: _number(n, v, 0, 3_600_000)),
         "contextSources": ("context_sources", _sources),
         "snippetShare": ("snippet_share", lambda n, v: _number(n, v, 0, 0.6)),
     }

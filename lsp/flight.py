@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from completer.pipeline import Generation
 
-ANSWER, WAIT, DIVERGED = "answer", "wait", "diverged"
+ANSWER, PARTIAL, WAIT, DIVERGED = "answer", "partial", "wait", "diverged"
 
 
 def first_line(rest: str, raw: str) -> str | None:
@@ -52,10 +52,12 @@ class Flight:
             return None
         return text[len(self.before):end]
 
-    def follow(self, typed: str, early: bool) -> tuple[str, str | None]:
+    def follow(self, typed: str, early: bool, partial: bool = False) -> tuple[str, str | None]:
         """(ANSWER, ghost text to show after ``typed``) | (WAIT, None): the model has not written enough yet |
         (DIVERGED, None): the typed text is not what the model has written (or ran ahead of it: waiting for a model
-        that may still diverge costs more than the new request, measured with bench.replay), or nothing is left."""
+        that may still diverge costs more than the new request, measured with bench.replay), or nothing is left.
+        With ``partial`` (the answer is due now), (PARTIAL, what the model has written so far) instead of WAIT when
+        that is not blank."""
         gen = self.gen
         if gen.error is not None or gen.aborted:
             return DIVERGED, None
@@ -68,6 +70,8 @@ class Flight:
                 line = first_line(rest, gen.raw)
                 if line is not None:
                     return ANSWER, line
+            if partial and rest.strip():
+                return PARTIAL, rest
             return WAIT, None
         return DIVERGED, None
 

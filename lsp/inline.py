@@ -1,4 +1,8 @@
-"""``textDocument/inlineCompletion`` (LSP 3.18): ghost text at the cursor, through the request lifecycle."""
+"""``textDocument/inlineCompletion`` (LSP 3.18): ghost text at the cursor, through the request lifecycle.
+
+A partial answer (``partialAnswerMs``, only to clients with the capability ``experimental.partialGhost``) is the
+same list with ``"partial": true`` beside ``items``: what the model had written by then; the client shows it and
+asks again at once for the same position, which is answered when the rest is there."""
 
 from __future__ import annotations
 
@@ -23,6 +27,16 @@ def to_inline_list(completion: Completion, line: int, character: int,
     )
 
 
+def to_inline_result(completion: Completion, line: int, character: int,
+                     selected: types.SelectedCompletionInfo | None, converter) -> types.InlineCompletionList | dict:
+    """The LSP result: the list, or for a partial answer its JSON with ``"partial": true`` (an extension field, so
+    the list goes out as a dict; ``converter`` is the connection's cattrs converter)."""
+    lst = to_inline_list(completion, line, character, selected)
+    if not completion.partial or not lst.items:
+        return lst
+    return {**converter.unstructure(lst), "partial": True}
+
+
 def register(server) -> None:
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls, params: types.InlineCompletionParams) -> types.InlineCompletionList:
@@ -30,5 +44,6 @@ def register(server) -> None:
         snap, offset = ls.locate(params.text_document.uri, params.position)
         line, character = snap.position_at(offset)
         selected = params.context.selected_completion_info if params.context is not None else None
-        completion = await ls.complete_at(params.text_document.uri, params.position, "inlineCompletion", selected)
-        return to_inline_list(completion, line, character, selected)
+        completion = await ls.complete_at(params.text_document.uri, params.position, "inlineCompletion", selected,
+                                          partial_ok=ls.partial_ghost)
+        return to_inline_result(completion, line, character, selected, ls.protocol._converter)

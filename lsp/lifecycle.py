@@ -12,6 +12,10 @@ The completion itself is ``completer.pipeline`` (plan -> engine request -> post-
   the document closes, or when the engine changes. Without ``reuseInFlight`` an edit aborts it, as before;
 - with ``earlyAnswer`` the request is answered as soon as the ghost text has its first line; the flight finishes the
   block in the background into the type-through cache;
+- for a client that asks again at once on a partial answer (client capability ``experimental.partialGhost``), a
+  request not answered ``partialAnswerMs`` after it came is answered with what the model has written so far, marked
+  partial; the flight goes on, and the client's next request for the same text (nothing typed since) waits for the
+  whole answer. The ghost text so grows as the model writes instead of coming after the next key;
 - before a new engine request, a debounce lets a burst of keystrokes collapse into one: ``debounceMs``, or with
   ``adaptiveDebounce`` a wait learned from this client's typing rhythm (:mod:`lsp.rhythm`); none on a cache hit or
   a reuse;
@@ -48,7 +52,7 @@ from completer.engine.base import RequestError
 from .config import ServerConfig
 from .documents import Snapshot
 from .engine_host import EngineHost, EngineUnavailable
-from .flight import ANSWER, DIVERGED, Flight, Load
+from .flight import ANSWER, DIVERGED, PARTIAL, Flight, Load
 from .inbox import ARRIVED
 from .rhythm import Rhythm
 
@@ -84,6 +88,7 @@ class ServerStats:
     last_tpot_ms: float | None = None      # time per generated token after the first, of the last engine request
     reuses: int = 0                  # answered from an engine request started for an earlier keystroke
     early_answers: int = 0           # answered at the end of the first line, before the engine request finished
+    partial_answers: int = 0         # answered at partialAnswerMs with what the model had written (partialGhost)
     background_finished: int = 0     # engine requests that finished after their answer (into the type-through cache)
     flights_diverged: int = 0        # engine requests aborted because the document no longer matched them
     refused_busy: int = 0            # refused at once: a new engine request was predicted over answerBoundMs
@@ -102,6 +107,7 @@ class Completion:
     from_cache: bool = False
     reused: bool = False  # answered from an engine request started for an earlier keystroke
     early: bool = False   # answered before its engine request finished (first line)
+    partial: bool = False # what the model had written at partialAnswerMs; the client asks again for the rest
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,7 @@ class Lifecycle:
         self._inflight: dict[str, set[asyncio.Task]] = {}
         self._shown: dict[str, _Shown] = {}
         self._flights: dict[str, Flight] = {}
+        self._partial: dict[str, tuple[str, str]] = {}   # per document, the text around the cursor of a partial answer
         self._rhythm = Rhythm()                 # one client per Lifecycle: its typing rhythm over all documents
         self.load = _LOADS.setdefault(host, Load())
 
@@ -172,6 +179,7 @@ class Lifecycle:
         self.supersede(uri)
         self._abort_flight(uri)
         self._shown.pop(uri, None)
+        self._partial.pop(uri, None)
 
     def cancel_all(self) -> None:
         for uri in list(self._inflight):
@@ -184,10 +192,12 @@ class Lifecycle:
 
     # --- the request --------------------------------------------------------------------------------------
     async def complete(self, snap: Snapshot, offset: int, others: Sequence[Snapshot] = (),
-                       trees: Trees | None = None, snippets: Sequence[Snippet] = ()) -> Completion:
+                       trees: Trees | None = None, snippets: Sequence[Snippet] = (),
+                       partial_ok: bool = False) -> Completion:
         """The completion at ``offset`` of ``snap``; raises CancelledError when superseded or cancelled.
         ``trees``: the connection's parse trees (``DocumentStore.trees``); ``snippets``: context from beyond the
-        open file, as the context sources' cache holds it (``lsp/context_sources.py``)."""
+        open file, as the context sources' cache holds it (``lsp/context_sources.py``); ``partial_ok``: the client
+        asks again when an answer is partial (``partialAnswerMs``)."""
         cfg = self._config()
         t0 = time.perf_counter()
         self.stats.requests_received += 1
@@ -205,7 +215,7 @@ class Lifecycle:
             else:                          # the bound counts from the message's arrival (waiting in the inbox too)
                 arrived = ARRIVED.get()
                 result = await self._from_flight(snap, offset, others, cfg, trees,
-                                                 t0 if arrived is None else min(t0, arrived), snippets)
+                                                 t0 if arrived is None else min(t0, arrived), snippets, partial_ok)
             if result.text:
                 self.stats.completions_served += 1
             else:
@@ -231,10 +241,15 @@ class Lifecycle:
                     del self._inflight[snap.uri]
 
     async def _from_flight(self, snap: Snapshot, offset: int, others: Sequence[Snapshot], cfg: ServerConfig,
-                           trees: Trees | None, t0: float, snippets: Sequence[Snippet] = ()) -> Completion:
+                           trees: Trees | None, t0: float, snippets: Sequence[Snippet] = (),
+                           partial_ok: bool = False) -> Completion:
         """Answer from the document's flight when the user typed what it writes; else debounce, start a new one.
-        ``t0``: when the request came (``answerBoundMs`` counts from it)."""
+        ``t0``: when the request came (``answerBoundMs`` and ``partialAnswerMs`` count from it)."""
         self.load.asked += 1
+        around = (snap.text[:offset], snap.text[offset:])
+        # partial once per text: the client's next request for the same text (it asks again) waits for the rest
+        partial_at = (t0 + cfg.partial_answer_ms / 1000
+                      if partial_ok and cfg.partial_answer_ms > 0 and self._partial.get(snap.uri) != around else None)
         asked = self.load.asked            # alone past the bound only while no other completion has been asked for
         bound_s = cfg.answer_bound_ms / 1000 if cfg.answer_bound_ms else None
         # the "busy" answer's time: 80% of the bound, earlier when the event loop lags (Load.answer_by)
@@ -243,10 +258,10 @@ class Lifecycle:
         if flight is not None and cfg.reuse_in_flight:
             typed = flight.typed(snap.text, offset)
             if typed is not None:
-                text = await self._wait(flight, typed, cfg, deadline, asked)
-                if text is not None:
+                got = await self._wait(flight, typed, cfg, deadline, asked, partial_at)
+                if got is not None:
                     self.stats.reuses += 1
-                    return Completion(text, offset, reused=True, early=not flight.gen.finished)
+                    return self._answer(snap.uri, around, got, offset, flight, reused=True)
         if flight is not None and self._flights.get(snap.uri) is flight:
             self.stats.flights_diverged += cfg.reuse_in_flight
             self._abort_flight(snap.uri)
@@ -270,17 +285,27 @@ class Lifecycle:
                        f"{predicted * 1000:.0f} ms, over answerBoundMs {cfg.answer_bound_ms:g}; not started "
                        f"(ask again)")
         flight, waited = await self._start(snap, offset, others, cfg, trees, snippets)
-        text = await self._wait(flight, "", cfg, None if deadline is None else deadline + waited, asked)
-        if text is None:                   # the engine aborted it (restart, close) or it failed
+        got = await self._wait(flight, "", cfg, None if deadline is None else deadline + waited, asked,
+                               None if partial_at is None else partial_at + waited)
+        if got is None:                    # the engine aborted it (restart, close) or it failed
             if flight.gen.error is not None:
                 raise flight.gen.error
             raise asyncio.CancelledError(f"engine aborted {flight.gen.request.request_id}")
-        return Completion(text, offset, early=not flight.gen.finished)
+        return self._answer(snap.uri, around, got, offset, flight)
+
+    def _answer(self, uri: str, around: tuple[str, str], got: tuple[str, bool], offset: int, flight: Flight,
+                reused: bool = False) -> Completion:
+        text, partial = got
+        if partial:
+            self._partial[uri] = around
+        elif self._partial.get(uri) == around:
+            del self._partial[uri]
+        return Completion(text, offset, reused=reused, early=not flight.gen.finished, partial=partial)
 
     async def _wait(self, flight: Flight, typed: str, cfg: ServerConfig, deadline: float | None = None,
-                    asked: int | None = None) -> str | None:
-        """The ghost text ``flight`` has for the user's ``typed`` text, waiting for more output as needed; None when
-        it diverged, failed or was aborted. Cancelled while waiting, or past ``deadline`` (then :class:`Busy`): the
+                    asked: int | None = None, partial_at: float | None = None) -> tuple[str, bool] | None:
+        """The ghost text ``flight`` has for the user's ``typed`` text and whether it is partial (what the model had
+        written at ``partial_at``), waiting for more output as needed; None when it diverged, failed or was aborted. Cancelled while waiting, or past ``deadline`` (then :class:`Busy`): the
         flight is left to the next keystroke for a short grace (``reuseInFlight``), or aborted at once. Past the
         deadline the answer is waited for only while this flight is the only one running and no completion request
         has come to the process since ``asked`` (``Load.asked`` when this one came): then there is no load to shed.
@@ -294,7 +319,7 @@ class Lifecycle:
                     # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation that arrives
                     # as the awaited chunk does (the superseded request would then answer)
                     async with asyncio.timeout(None if deadline is None else max(0.0, deadline - time.perf_counter())):
-                        return await self._follow(flight, typed, cfg)
+                        return await self._follow(flight, typed, cfg, partial_at)
                 except TimeoutError:
                     if self.load.running <= 1 and (asked is None or self.load.asked == asked):   # no load to shed
                         self.stats.bound_alone += not alone
@@ -314,19 +339,34 @@ class Lifecycle:
         finally:
             flight.waiters -= 1
 
-    async def _follow(self, flight: Flight, typed: str, cfg: ServerConfig) -> str | None:
-        """Wait on ``flight`` until it has the ghost text for the user's ``typed`` text (None: it diverged)."""
+    async def _follow(self, flight: Flight, typed: str, cfg: ServerConfig,
+                      partial_at: float | None = None) -> tuple[str, bool] | None:
+        """Wait on ``flight`` until it has the ghost text for the user's ``typed`` text, or until ``partial_at`` when
+        it has some (then partial); None: it diverged."""
         while True:
-            verdict, text = flight.follow(typed, cfg.early_answer)
-            if verdict == ANSWER:
+            due = partial_at is not None and time.perf_counter() >= partial_at
+            verdict, text = flight.follow(typed, cfg.early_answer, partial=due)
+            if verdict in (ANSWER, PARTIAL):
                 flight.answered += 1
                 if not flight.gen.finished:
+                    # the rest is written in the background, into the type-through cache (the flight is not
+                    # aborted when this request ends: _orphaned)
                     flight.answered_early = True
-                    self.stats.early_answers += 1
-                return text
+                    if verdict == PARTIAL:
+                        self.stats.partial_answers += 1
+                    else:
+                        self.stats.early_answers += 1
+                return text, verdict == PARTIAL
             if verdict == DIVERGED:
                 return None
-            await flight.gen.changed()
+            if partial_at is None or due:
+                await flight.gen.changed()
+                continue
+            try:
+                async with asyncio.timeout(max(0.0, partial_at - time.perf_counter())):
+                    await flight.gen.changed()
+            except TimeoutError:
+                pass
 
     def _orphaned(self, flight: Flight, cfg: ServerConfig) -> None:
         uri = next((u for u, f in self._flights.items() if f is flight), None)

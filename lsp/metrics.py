@@ -81,11 +81,12 @@ class Metrics:
         if seconds is not None and outcome in ("served", "empty", "cache", "reused"):
             self.latency.observe(seconds)
 
-    def outcome(self, language: str, outcome: str, chars: int = 0) -> None:
-        """A shown completion's outcome (``lsp.outcomes``): counted, and its characters."""
+    def outcome(self, language: str, outcome: str, chars: int = 0, count: bool = True) -> None:
+        """A shown completion's outcome (``lsp.outcomes``): counted (unless ``count`` is False: more characters of
+        one already counted), and its characters."""
         if outcome not in OUTCOME_KINDS:
             raise ValueError(f"unknown outcome {outcome!r}; known: {OUTCOME_KINDS}")
-        if not outcome.startswith("retained"):
+        if count and not outcome.startswith("retained"):
             self.outcomes.labels(language, outcome).inc()
         if chars:
             self.outcome_chars.labels(language, outcome).inc(chars)

@@ -139,9 +139,9 @@ class Outcomes:
     def _lang(self, language: str) -> LanguageOutcomes:
         return self.by_language.setdefault(language or "text", LanguageOutcomes())
 
-    def _count(self, language: str, outcome: str, chars: int = 0) -> None:
+    def _count(self, language: str, outcome: str, chars: int = 0, count: bool = True) -> None:
         if self.metrics is not None:
-            self.metrics.outcome(language or "text", outcome, chars)
+            self.metrics.outcome(language or "text", outcome, chars, count)
 
     # --- events ---------------------------------------------------------------------------------------------------
     def shown(self, uri: str, language: str, before: str, after: str, text: str) -> None:
@@ -149,6 +149,14 @@ class Outcomes:
         if not text:
             return
         old = self._shown.get(uri)
+        if (old is not None and old.before == before and old.after == after and text.startswith(old.text)
+                and not old.accepted and not old.typed):
+            # the same ghost text grown in place (the rest after a partial answer): one completion shown
+            grown = len(text) - len(old.text)
+            old.text = text
+            self._lang(language).shown_chars += grown
+            self._count(language, "shown", grown, count=False)
+            return
         if old is not None:
             ins = inserted(old, before + after)
             if ins and old.text.startswith(ins) and len(ins) < len(old.text):

@@ -202,6 +202,7 @@ class CompleterServer(LanguageServer):
         self.outcomes = outcomes.Outcomes(self._text_of, getattr(self.engine_host, "metrics", None))
         self.exit_hook = None  # set by the TCP/websocket transports: what `exit` does for one connection
         self.inbox = None      # set by the transports: the connection's lsp.inbox.Inbox
+        self.partial_ghost = False  # the client asks again on a partial answer (capability experimental.partialGhost)
 
     # --- errors -------------------------------------------------------------------------------------------
     def report_server_error(self, error: Exception, source) -> None:
@@ -235,7 +236,7 @@ class CompleterServer(LanguageServer):
         return [self.documents.get(u) for u in self.documents.uris() if u != uri]
 
     async def complete_at(self, uri: str, position: types.Position, method: str,
-                          selected: types.SelectedCompletionInfo | None = None) -> Completion:
+                          selected: types.SelectedCompletionInfo | None = None, partial_ok: bool = False) -> Completion:
         """The lifecycle's completion at ``position``, with engine failures as JSON-RPC errors. ``selected``: the
         suggestion selected in the editor's list (inline completion context): completed as if it were accepted."""
         snap, offset = self.locate(uri, position)
@@ -244,7 +245,7 @@ class CompleterServer(LanguageServer):
         snippets = self.context.snippets(uri, snap.position_at(offset)[0])
         try:
             result = await self.lifecycle.complete(snap, offset, self.other_documents(uri), self.documents.trees,
-                                                   snippets)
+                                                   snippets, partial_ok)
             if result.text:
                 self.outcomes.shown(uri, canonical_language(snap.language_id, uri), snap.text[:offset],
                                     snap.text[offset:], result.text)

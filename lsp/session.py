@@ -28,6 +28,8 @@ def initialize(ls, params: types.InitializeParams) -> None:
     except security.SecurityError as e:
         raise JsonRpcInvalidParams(f"bad initializationOptions: engine: {e}") from None
     ls.config = config
+    experimental = params.capabilities.experimental
+    ls.partial_ghost = isinstance(experimental, dict) and experimental.get("partialGhost") is True
     chosen = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)  # what pygls advertises
     encoding = getattr(chosen, "value", chosen)
     ls.documents = DocumentStore(encoding, config.max_document_chars)

@@ -120,7 +120,9 @@ def test_ghost_text_appears_and_tab_inserts_it(nvim):
     nvim.keys("5GAreturn math.")
     before = nvim.line()
     assert before == "    return math."
-    ghost = nvim.wait(GHOST, what="ghost text")
+    # the whole answer: a partial one (partialAnswerMs, when the model is slower than that) is asked again at once
+    nvim.wait(f"{GHOST} ~= nil and require[[completer]].state.pending == nil", what="ghost text")
+    ghost = nvim.lua(GHOST)
     assert isinstance(ghost, str) and ghost
     # The ghost text is an extmark at the cursor, in the buffer the user is typing in; the text is not inserted.
     marks = nvim.lua("vim.api.nvim_buf_get_extmarks(0, vim.api.nvim_create_namespace('completer'), 0, -1, "
@@ -153,6 +155,26 @@ def test_ghost_text_appears_and_tab_inserts_it(nvim):
                         ".result.outcomes.python")
     assert outcomes["reported"] == 1 and outcomes["accepted_full"] == 1, outcomes
     assert outcomes["accepted_chars"] == len(ghost), (outcomes, ghost)
+
+
+def test_a_partial_answer_is_shown_then_the_rest(nvim):
+    """partialAnswerMs 1: the server answers with the model's first chunk (the plugin declares partialGhost), the
+    plugin shows it and asks again at once, and the whole ghost text, which extends it, replaces it."""
+    configure = ("vim.lsp.get_clients({name = 'completer'})[1]:notify('workspace/didChangeConfiguration', "
+                 "{settings = {partialAnswerMs = %d, maxTokens = %d}})")
+    nvim.lua(configure % (1, 24))
+    try:
+        partials = nvim.lua("require[[completer]].state.partial_answers")
+        server = nvim.lua("require[[completer]].stats(0).server.partial_answers")
+        nvim.keys("5GAresult = math.")
+        nvim.wait(f"require[[completer]].state.partial_answers > {partials} and {GHOST} ~= nil "
+                  "and require[[completer]].state.pending == nil", what="a partial answer, then the whole one")
+        part, whole = nvim.lua("require[[completer]].state.last_partial"), nvim.lua(GHOST)
+        assert part and whole.startswith(part), (part, whole)
+        assert nvim.lua("require[[completer]].stats(0).server.partial_answers") > server
+        assert nvim.line() == "    result = math."
+    finally:
+        nvim.lua(configure % (60, 12))
 
 
 def test_typing_cancels_and_dismiss_clears(nvim):

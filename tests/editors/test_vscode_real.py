@@ -164,6 +164,24 @@ def run_vscode(setup, name: str, settings: dict, ws: Path, drive: dict, tmp_path
     return seen
 
 
+def inline_answers(log: str) -> list[dict]:
+    """The inline completion results with items the server sent, in order, from its DEBUG log (pygls writes each
+    message it sends as ``Sending data: {json}``)."""
+    out = []
+    for line in log.splitlines():
+        _, sep, body = line.partition("Sending data: ")
+        if not sep:
+            continue
+        try:
+            msg = json.loads(body)
+        except ValueError:
+            continue
+        res = msg.get("result") if isinstance(msg, dict) else None
+        if isinstance(res, dict) and res.get("items") and "insertText" in res["items"][0]:
+            out.append(res)
+    return out
+
+
 def test_ghost_text_tab_accepts_exactly_it_typing_cancels_and_no_suggest_list(vscode_setup, engine_options,
                                                                               tmp_path):
     before = "import math\n\n\ndef circle_area(radius):\n    "
@@ -177,6 +195,9 @@ def test_ghost_text_tab_accepts_exactly_it_typing_cancels_and_no_suggest_list(vs
         # a request waits 300 ms before the engine, so the keys typed on (no pause between them) always find one
         # in flight to cancel; with 5 ms a warm server answered before the next key and nothing was cancelled
         "completer.debounceMs": 300,
+        # the first chunk the model writes is already late: the server answers partially, the extension shows it
+        # and asks again at once, and the whole ghost text replaces it (checked below from the server's log)
+        "completer.partialAnswerMs": 1,
     }
     seen = run_vscode(vscode_setup, "ghost", settings, ws, {"file": "demo.py", "path": str(ws / "demo.py"), "typed": typed,
                                                        "typeOn": "\nx = 1"},
@@ -192,6 +213,13 @@ def test_ghost_text_tab_accepts_exactly_it_typing_cancels_and_no_suggest_list(vs
     assert seen["suggestVisible"] is False, seen
     assert "Request 'textDocument/inlineCompletion' received" in log
     assert "Request 'textDocument/completion' received" not in log
+    # Before the accept: a partial answer was sent, and the last answer with ghost text is a whole one, the one Tab
+    # inserted (the extension asked again after the partial one and VS Code drew the rest)
+    answers = inline_answers(log.split("Notification 'completer/didAccept' received")[0])
+    assert any(a.get("partial") for a in answers), answers
+    last = answers[-1]
+    assert not last.get("partial") and last["items"][0]["insertText"].replace("\n", "") == seen["ghostStill"], \
+        (answers[-3:], seen["ghostStill"])
     # Typing on cancelled requests in flight ($/cancelRequest reached the server).
     assert "Notification '$/cancelRequest' received" in log
     assert not [n for n in seen["notifications"] if "completer" in n], seen["notifications"]

@@ -242,6 +242,35 @@ async def test_without_early_answer_the_whole_block_is_answered():
     assert r.text == "b = a + 1\n    return b" and not r.early and lc.stats.early_answers == 0
 
 
+async def test_partial_answer_then_the_rest_for_a_client_that_asks_again():
+    """partialAnswerMs for a client with partialGhost: what the model has written by then, marked partial; the flight
+    goes on, and the same request again (nothing typed since) gets the whole ghost text from it, not a second
+    partial one. A keystroke that types what was shown is answered from the same flight, partially again."""
+    lc, host, engine, cfg = make(step_s=0.02, partialAnswerMs=50)
+    host.start(cfg.engine)
+    r = await lc.complete(Snapshot("u", "x = ", 1), 4, partial_ok=True)
+    assert r.partial and r.text and "hello_world()".startswith(r.text) and r.text != "hello_world()"
+    assert lc.stats.partial_answers == 1 and "u" in lc._flights        # still writing, not aborted
+    again = await lc.complete(Snapshot("u", "x = ", 1), 4, partial_ok=True)
+    assert again.text == "hello_world()" and not again.partial and engine.c.requests_started == 1
+    assert engine.abort_calls == []
+
+
+async def test_partial_answer_typed_through_and_only_for_clients_that_ask_again():
+    lc, host, engine, cfg = make(step_s=0.02, partialAnswerMs=50)
+    host.start(cfg.engine)
+    r = await lc.complete(Snapshot("u", "x = ", 1), 4, partial_ok=True)
+    assert r.partial and r.text.startswith("h")
+    lc.document_changed("u", Snapshot("u", "x = h", 2))                # the user types what it shows
+    r2 = await lc.complete(Snapshot("u", "x = h", 2), 5, partial_ok=True)
+    assert r2.reused and "ello_world()".startswith(r2.text) and engine.c.requests_started == 1
+    # a client without the capability waits for the whole answer, as before
+    lc2, host2, engine2, cfg2 = make(step_s=0.02, partialAnswerMs=50)
+    host2.start(cfg2.engine)
+    full = await lc2.complete(Snapshot("u", "x = ", 1), 4)
+    assert full.text == "hello_world()" and not full.partial and lc2.stats.partial_answers == 0
+
+
 def test_rhythm_learns_the_debounce_from_keystroke_intervals():
     from lsp.rhythm import MIN_SAMPLES, PAUSE_MS, Rhythm
 

@@ -82,3 +82,16 @@ def test_inferred_partial_accept_typing_through_and_rejection():
     assert counts(o)["rejected"] == 1
     with pytest.raises(ValueError):
         o.reported("file:///a.py", "x", "paragraph")
+
+
+def test_the_rest_after_a_partial_answer_is_the_same_completion_grown():
+    """A partial answer and then the whole ghost text at the same place: one completion shown (not a rejected one
+    and a second), with the whole text's characters, and accepting the whole is a full accept."""
+    o = Outcomes(lambda uri: None)
+    o.shown("file:///a.py", "python", BEFORE, AFTER, GHOST[:4])
+    o.shown("file:///a.py", "python", BEFORE, AFTER, GHOST)
+    c = counts(o)
+    assert (c["shown"], c["shown_chars"], c["rejected"]) == (1, len(GHOST), 0)
+    o.changed(snap(BEFORE + GHOST + AFTER))
+    c = counts(o)
+    assert (c["accepted_full"], c["accepted_chars"], c["rejected"]) == (1, len(GHOST), 0)

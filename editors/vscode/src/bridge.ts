@@ -20,10 +20,15 @@ interface LspInlineItem {
   command?: unknown;
 }
 
-export type InlineResult = { items: LspInlineItem[] } | LspInlineItem[] | null | undefined;
+export type InlineResult = { items: LspInlineItem[]; partial?: boolean } | LspInlineItem[] | null | undefined;
 
-/** What the editor shows: text replacing `range` (an empty range at the cursor for plain ghost text). */
-export interface GhostItem { text: string; range: Range }
+/** What the editor shows: text replacing `range` (an empty range at the cursor for plain ghost text). `partial`:
+ * what the model had written when the answer was due (lsp/README.md, partialGhost); ask again for the rest. */
+export interface GhostItem { text: string; range: Range; partial?: boolean }
+
+/** The client capability that makes the server answer partially when the model is slower than the typing
+ * (`partialAnswerMs`): the client shows it and asks again at once for the same position. */
+export const PARTIAL_GHOST_CAPABILITY = { partialGhost: true };
 
 export const REQUEST_CANCELLED = -32800;
 export const SERVER_CANCELLED = -32802;
@@ -38,11 +43,14 @@ export function inlineParams(uri: string, position: Position, triggerKind: numbe
 /** LSP result -> ghost items; items without text are dropped, a missing range means "at the cursor". */
 export function toGhostItems(result: InlineResult, cursor: Position): GhostItem[] {
   const items = Array.isArray(result) ? result : (result?.items ?? []);
+  const partial = !Array.isArray(result) && result?.partial === true;
   const out: GhostItem[] = [];
   for (const it of items) {
     const text = typeof it.insertText === 'string' ? it.insertText : it.insertText?.value;
     if (!text) continue;
-    out.push({ text, range: it.range ?? { start: { ...cursor }, end: { ...cursor } } });
+    const g: GhostItem = { text, range: it.range ?? { start: { ...cursor }, end: { ...cursor } } };
+    if (partial) g.partial = true;
+    out.push(g);
   }
   return out;
 }

@@ -9,7 +9,7 @@ import * as vscode from 'vscode';
 import {
   CloseAction, ErrorAction, LanguageClient, LanguageClientOptions, ServerOptions,
 } from 'vscode-languageclient/node';
-import { DID_ACCEPT, didAcceptParams, InlineBridge, TriggerKind } from './bridge';
+import { DID_ACCEPT, didAcceptParams, InlineBridge, PARTIAL_GHOST_CAPABILITY, TriggerKind } from './bridge';
 import { connectTcp, resolveServer } from './launch';
 import {
   CompleterSettings, documentSelector, needsRestart, readSettings, serverCommand, SettingsError, toInitOptions,
@@ -83,6 +83,15 @@ async function startClient(s: CompleterSettings, output: vscode.OutputChannel,
   };
   const c = new CompleterClient('completer', 'completer', serverOptions, clientOptions);
   if (!s.completionList) ghostTextOnly(c);
+  // partial answers: the provider asks again at once for the rest (see provideInlineCompletionItems)
+  c.registerFeature({
+    fillClientCapabilities(caps) {
+      caps.experimental = { ...(caps.experimental as object | undefined), ...PARTIAL_GHOST_CAPABILITY };
+    },
+    initialize() {},
+    getState: () => ({ kind: 'static' }),
+    clear() {},
+  });
   try {
     await c.start();
   } catch (e) {
@@ -143,7 +152,19 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
           text: sel.text,
         };
         const uri = document.uri.toString();
+        const version = document.version;
         const items = await bridge.provide(uri, position, trigger, token, selected);
+        if (items.some((it) => it.partial)) {
+          // what the model had written when the answer was due: shown now, and the rest asked for at once (the
+          // server answers the same text's next request when the rest is there); not if the user moved on
+          setTimeout(() => {
+            const editor = vscode.window.activeTextEditor;
+            if (editor?.document === document && document.version === version
+                && editor.selection.active.isEqual(position)) {
+              void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
+            }
+          }, 0);
+        }
         // the item's command runs when the user accepts it: the server learns of the accept (completer/didAccept)
         return items.map((it) => new vscode.InlineCompletionItem(it.text, new vscode.Range(
           it.range.start.line, it.range.start.character, it.range.end.line, it.range.end.character),

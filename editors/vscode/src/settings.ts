@@ -44,6 +44,7 @@ export interface CompleterSettings {
   engine: Record<string, unknown>;
   maxTokens: number;
   debounceMs: number;
+  partialAnswerMs: number;
   enable: boolean;
 }
 
@@ -61,6 +62,7 @@ export const DEFAULTS: CompleterSettings = {
   engine: {},
   maxTokens: 32,
   debounceMs: 30,
+  partialAnswerMs: 60,
   enable: true,
 };
 
@@ -81,6 +83,7 @@ export interface InitOptions {
   engine: EngineOptions;
   maxTokens: number;
   debounceMs: number;
+  partialAnswerMs: number;
 }
 
 /** Read and check every setting through `get` (VS Code's `getConfiguration('completer').get`). */
@@ -94,7 +97,8 @@ export function readSettings(get: (key: string) => unknown): CompleterSettings {
     backend: pick('backend'), model: pick('model'), draft: pick('draft'), drafter: pick('drafter'),
     speculation: pick('speculation'), numSpeculativeTokens: pick('numSpeculativeTokens'), device: pick('device'),
     engine: pick('engine'),
-    maxTokens: pick('maxTokens'), debounceMs: pick('debounceMs'), enable: pick('enable'),
+    maxTokens: pick('maxTokens'), debounceMs: pick('debounceMs'), partialAnswerMs: pick('partialAnswerMs'),
+    enable: pick('enable'),
   };
   const bad = (key: string, why: string, v: unknown) => new SettingsError(`completer.${key}: ${why}, got ${JSON.stringify(v)}`);
   if (typeof s.serverCommand === 'string') s.serverCommand = (s.serverCommand as string).trim().split(/\s+/);
@@ -159,6 +163,9 @@ export function readSettings(get: (key: string) => unknown): CompleterSettings {
   if (typeof s.debounceMs !== 'number' || !(s.debounceMs >= 0 && s.debounceMs <= 10000)) {
     throw bad('debounceMs', 'expected a number 0..10000', s.debounceMs);
   }
+  if (typeof s.partialAnswerMs !== 'number' || !(s.partialAnswerMs >= 0 && s.partialAnswerMs <= 10000)) {
+    throw bad('partialAnswerMs', 'expected a number 0..10000', s.partialAnswerMs);
+  }
   if (typeof s.enable !== 'boolean') throw bad('enable', 'expected true or false', s.enable);
   return s;
 }
@@ -180,6 +187,7 @@ export function toInitOptions(s: CompleterSettings): InitOptions {
     },
     maxTokens: s.maxTokens,
     debounceMs: s.debounceMs,
+    partialAnswerMs: s.partialAnswerMs,
   };
 }
 

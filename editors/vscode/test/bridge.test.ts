@@ -22,6 +22,12 @@ test('results: list or array, snippet values, missing ranges, empty items droppe
   assert.deepEqual(toGhostItems({ items: [] }, at(0, 0)), []);
 });
 
+test('a partial answer marks its items partial (the extension asks again for the rest)', () => {
+  assert.deepEqual(toGhostItems({ items: [{ insertText: 'ret' }], partial: true }, at(2, 5)),
+                   [{ text: 'ret', range: { start: at(2, 5), end: at(2, 5) }, partial: true }]);
+  assert.equal(toGhostItems({ items: [{ insertText: 'return 1' }] }, at(2, 5))[0].partial, undefined);
+});
+
 test('latency is the time of the request; cancellation and errors give no items', async () => {
   let t = 1000;
   const seen: InlineCompletionParams[] = [];

@@ -12,7 +12,7 @@ const setStatus = (text) => { status.textContent = text; };
 
 // What the page is doing, for the status line and tests.
 const state = window.completer = { ready: false, requests: 0, answered: 0, cancelled: 0, served: 0, lastLatencyMs: null,
-                                   lastItems: [], error: null, connections: 0 };
+                                   lastItems: [], error: null, connections: 0, partialAnswers: 0, lastPartial: null };
 
 /** The initialization options from `options=`, or a message saying what is wrong with them. */
 function readOptions() {
@@ -115,7 +115,19 @@ function main(monaco) {
       const started = performance.now();
       state.requests++;
       try {
+        const asked = version;
         const items = await conn.inline(uri.toString(), toLspPosition(position), ctl.signal);
+        if (items.some((it) => it.partial)) {
+          // what the model had written when the answer was due: shown, and the rest asked for at once (the
+          // server answers the same text's next request when it is there); not once the user typed or moved
+          state.partialAnswers++;
+          state.lastPartial = items[0].text;
+          setTimeout(() => {
+            if (version === asked && window.editor.getPosition().equals(position)) {
+              window.editor.trigger('completer', 'editor.action.inlineSuggest.trigger', {});
+            }
+          }, 0);
+        }
         state.lastLatencyMs = performance.now() - started;
         state.lastItems = items;
         state.answered++;

@@ -21,9 +21,11 @@ export function toLspChanges(event) {
 /** LSP InlineCompletionList (or item array) -> plain items {text, range|null} in LSP coordinates. */
 export function fromInlineResult(result) {
   const items = Array.isArray(result) ? result : (result?.items ?? []);
+  const partial = !Array.isArray(result) && result?.partial === true;   // ask again for the rest (partialGhost)
   return items.map((it) => ({
     text: typeof it.insertText === 'string' ? it.insertText : (it.insertText?.value ?? ''),
     range: it.range ?? null,
+    ...(partial ? { partial: true } : {}),
   })).filter((it) => it.text !== '');
 }
 
@@ -42,7 +44,9 @@ export class CompleterConnection {
       processId: null,
       clientInfo: { name: 'completer-web', version: '0.1.0' },
       rootUri: null,
-      capabilities: { general: { positionEncodings: ['utf-16'] }, textDocument: { inlineCompletion: {} } },
+      // partialGhost: a partial answer is shown and the rest asked for at once (app.js)
+      capabilities: { general: { positionEncodings: ['utf-16'] }, textDocument: { inlineCompletion: {} },
+                      experimental: { partialGhost: true } },
       initializationOptions: this.initializationOptions,
     });
     this.rpc.notify('initialized', {});

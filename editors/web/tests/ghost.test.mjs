@@ -81,6 +81,17 @@ const value = () => page.evaluate(() => window.editor.getValue());
 const ghostDom = () => page.evaluate(() => [...document.querySelectorAll('.ghost-text-decoration, .ghost-text')]
   .map((e) => e.textContent).join('').replace(/\u00a0/g, ' '));
 
+/** Until the whole answer is drawn: a partial one (partialAnswerMs, when the model is slower than that) is asked
+ * again at once, and the ghost text then grows to the rest. */
+async function settled() {
+  await page.waitForFunction(() => {
+    const items = window.completer.lastItems;
+    const dom = [...document.querySelectorAll('.ghost-text-decoration, .ghost-text')]
+      .map((e) => e.textContent).join('').replace(/\u00a0/g, ' ');
+    return items.length && !items.some((it) => it.partial) && dom === items[0].text.replace(/\n/g, '');
+  }, null, { timeout: 60000 });
+}
+
 async function typeAtEnd(text) {
   await page.click('#editor .view-lines');
   await page.keyboard.press('Control+End');
@@ -94,6 +105,7 @@ test('ghost text appears while typing and Tab inserts it', async () => {
   assert.equal(await value(), typed);
   await page.waitForFunction(() => document.querySelector('.ghost-text-decoration, .ghost-text'), null,
                              { timeout: 60000 });
+  await settled();
   const shown = await ghostDom();
   const item = (await page.evaluate(() => window.completer.lastItems))[0];
   assert.ok(shown.length > 0, 'ghost text is empty');
@@ -110,6 +122,27 @@ test('ghost text appears while typing and Tab inserts it', async () => {
   const pos = await page.evaluate(() => window.editor.getPosition());
   const lines = (typed + item.text).split('\n');
   assert.deepEqual(pos, { lineNumber: lines.length, column: lines.at(-1).length + 1 });
+});
+
+test('a partial answer is drawn, then the rest that extends it', async () => {
+  // partialAnswerMs 1: the server answers with the model's first chunk (the page declares partialGhost); the page
+  // asks again at once and the whole ghost text replaces it
+  await page.evaluate(() => window.completer.configure({ partialAnswerMs: 1, maxTokens: 24 }));
+  try {
+    const n = await page.evaluate(() => window.completer.partialAnswers);
+    await page.keyboard.press('Enter');
+    await page.keyboard.type('area = math.');
+    await page.waitForFunction((k) => window.completer.partialAnswers > k, n, { timeout: 60000 });
+    await settled();
+    const part = await page.evaluate(() => window.completer.lastPartial);
+    const whole = (await page.evaluate(() => window.completer.lastItems))[0].text;
+    assert.ok(whole.startsWith(part), `${JSON.stringify(part)} then ${JSON.stringify(whole)}`);
+    const stats = await page.evaluate(() => window.completer.stats());
+    assert.ok(stats.server.partial_answers > 0);
+    await page.keyboard.press('Escape');
+  } finally {
+    await page.evaluate(() => window.completer.configure({ partialAnswerMs: 60, maxTokens: 12 }));
+  }
 });
 
 test('typing on cancels the request in flight and the server sees it', async () => {

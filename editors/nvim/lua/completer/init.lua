@@ -28,7 +28,8 @@ local defaults = {
 
 M.config = vim.deepcopy(defaults)
 -- What the plugin is doing, for the statusline, :CompleterStatus and tests.
-M.state = { ghost = nil, pending = nil, last_latency_ms = nil, requests = 0, cancelled = 0, last_error = nil }
+M.state = { ghost = nil, pending = nil, last_latency_ms = nil, requests = 0, cancelled = 0, last_error = nil,
+            partial_answers = 0 }
 
 local function client_for(bufnr)
   for _, c in ipairs(vim.lsp.get_clients({ bufnr = bufnr, name = "completer" })) do
@@ -158,6 +159,15 @@ function M.request()
     local text = M.visible_text(item, line_text, row, col, client.offset_encoding)
     if text then
       show(bufnr, row, col, text)
+      if result.partial == true then
+        -- what the model had written when the answer was due: ask again at once for the rest (the server answers
+        -- the same text's next request when it is there); a keystroke meanwhile makes that answer stale. Asked
+        -- here, not scheduled: `pending` is set before this callback returns, so "a ghost and nothing pending"
+        -- means the whole answer is shown
+        M.state.partial_answers = M.state.partial_answers + 1
+        M.state.last_partial = text
+        M.request()
+      end
     end
   end, bufnr)
   if ok then
@@ -240,6 +250,9 @@ local function start(bufnr)
     cmd = M.config.cmd,
     root_dir = root,
     init_options = M.config.init_options,
+    -- partial answers (lsp/README.md): shown, and the rest asked for at once (M.request)
+    capabilities = vim.tbl_deep_extend("force", vim.lsp.protocol.make_client_capabilities(),
+                                       { experimental = { partialGhost = true } }),
     flags = { debounce_text_changes = 0 }, -- every keystroke reaches the server, which cancels stale work
     on_error = function(code, err)
       M.state.last_error = tostring(err or code)
