@@ -305,8 +305,9 @@ class Lifecycle:
     async def _wait(self, flight: Flight, typed: str, cfg: ServerConfig, deadline: float | None = None,
                     asked: int | None = None, partial_at: float | None = None) -> tuple[str, bool] | None:
         """The ghost text ``flight`` has for the user's ``typed`` text and whether it is partial (what the model had
-        written at ``partial_at``), waiting for more output as needed; None when it diverged, failed or was aborted. Cancelled while waiting, or past ``deadline`` (then :class:`Busy`): the
-        flight is left to the next keystroke for a short grace (``reuseInFlight``), or aborted at once. Past the
+        written at ``partial_at``), waiting for more output as needed; None when it diverged, failed or was aborted.
+        Cancelled while waiting, or past ``deadline`` (then :class:`Busy`): the flight is left to the next keystroke
+        for a short grace (``reuseInFlight``), or aborted at once. Past the
         deadline the answer is waited for only while this flight is the only one running and no completion request
         has come to the process since ``asked`` (``Load.asked`` when this one came): then there is no load to shed.
         (Running flights alone were not enough: at 50 clients on a loaded machine, with new engine requests refused,
