@@ -54,7 +54,7 @@ from lsp.client import Client, RpcError, Server
 
 HERE = Path(__file__).resolve().parent
 # today's lifecycle unless a configuration turns an issue-13 mechanism on (the server's defaults may differ)
-BASE_OPTIONS = {"maxTokens": 32, "debounceMs": 30, "reuseInFlight": False, "earlyAnswer": False,
+BASE_OPTIONS = {"maxTokens": 32, "debounceMs": 30, "reuseInFlight": False, "earlyAnswer": False, "partialAnswerMs": 0,
                 "adaptiveDebounce": False}
 DEFAULT = "default"     # no options: the server's own defaults
 CONFIGS: dict[str, dict] = {
@@ -242,6 +242,7 @@ class Replayer:
             while rec["status"] == "shown" and not rec.get("next_key") and rec["partial_answers"] < MAX_ASKS:
                 _, fut = await self.client.request("textDocument/inlineCompletion", {
                     "textDocument": {"uri": rec["uri"]}, "position": pos, "context": {"triggerKind": 2}})
+                rec["asked_again"] = rec.get("asked_again", 0) + 1
                 try:
                     got, msg = await fut
                 except (ConnectionError, asyncio.CancelledError):

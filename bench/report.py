@@ -159,8 +159,9 @@ def summarize(cfg: dict, pause_ms: float) -> dict:
         "partial_answers": srv.get("partial_answers"),
         # characters of right first lines shown before the next key, per keystroke: how much right text users see
         # (a partial answer is right more easily than a whole line, and shorter)
-        "right_chars_per_key": _ratio(sum(len(first_line(r["ghost"])) for r in keys
-                                          if r["status"] == "shown" and r.get("right")), len(keys)),
+        "right_chars_per_key": (None if any("right" not in r for r in keys if r["status"] == "shown")
+                                else _ratio(sum(len(first_line(r.get("ghost") or "")) for r in keys
+                                                if r["status"] == "shown" and r["right"]), len(keys))),
         "served_from_cache": srv.get("served_from_cache"),
         "engine_aborts": eng.get("requests_aborted"),
         "generated_tokens": eng.get("generated_tokens"),

@@ -4,10 +4,10 @@ JSON keys are camelCase; ``engine`` is the :class:`completer.engine.EngineConfig
 names). Example with the defaults::
 
     {"engine": {"backend": "torch", "model": "house:v2/target", "draft": "house:v2/draft", "speculation": "auto", ...},
-     "maxTokens": 32, "debounceMs": 30, "contextBudgetTokens": 1024, "cancelStaleRequests": true,
+     "maxTokens": 32, "debounceMs": 0, "contextBudgetTokens": 1024, "cancelStaleRequests": true,
      "typeThroughCache": true, "template": "auto", "maxDocumentChars": 2000000, "maxPromptTokens": 4096,
      "engineStartTimeoutS": 300, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": false,
-     "debounceMinMs": 0, "debounceMaxMs": 300, "answerBoundMs": 1000, "partialAnswerMs": 60,
+     "debounceMinMs": 0, "debounceMaxMs": 300, "answerBoundMs": 1000, "partialAnswerMs": 30,
      "contextSources": ["imports", "similar", "edits"], "snippetShare": 0.1}
 
 Bad options in ``initialize`` are answered with an ``initialize`` error (-32602, InvalidParams) whose message names
@@ -79,7 +79,8 @@ class ServerConfig:
     engine: EngineConfig = field(default_factory=EngineConfig)
     max_tokens: int = 32                  # new tokens per completion (64 answered later under load and was right
                                           # no more often: bench/results/replay/)
-    debounce_ms: float = 30.0             # wait before calling the engine (not when answering from cache)
+    debounce_ms: float = 0.0              # wait before calling the engine (not when answering from cache); 30 ms
+                                          # lost to none on every replay condition (bench/results/replay-partial/)
     context_budget_tokens: int = 1024     # prompt budget given to completer.context.build_prompt
     cancel_stale_requests: bool = True    # False: every request runs to the end (naive server, for benchmarks)
     type_through_cache: bool = True       # answer from the last completion when the user types through it
@@ -98,7 +99,7 @@ class ServerConfig:
                                           # (bench/results/reliability-issue13-bound at b4844c3)
     token_healing: bool = True            # prompt backed up to a token boundary at the cursor (completer.healing)
     answer_bound_ms: float = 1000.0       # refuse ("server busy") what cannot be answered within this; 0 = never
-    partial_answer_ms: float = 60.0       # to clients that ask again on a partial answer (partialGhost): what the
+    partial_answer_ms: float = 30.0       # to clients that ask again on a partial answer (partialGhost): what the
                                           # model has written by then, instead of all of it after the next key; 0 = off
     context_sources: tuple[str, ...] = CONTEXT_SOURCES   # context from beyond the open file (lsp/context_sources.py)
     snippet_share: float = SNIPPET_SHARE  # most of the prompt budget those sources take

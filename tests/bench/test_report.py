@@ -93,7 +93,7 @@ def test_write_json_markdown_and_plot(tmp_path):
     md = (out / "r.md").read_text()
     assert "Test CPU, 2 cores" in md and "python -m bench.replay" in md
     assert "| x | 3/6 | 50 | 140 | 148 |" in md
-    assert "| x | 5 | 40% | – | 20% | never / never |" in md
+    assert "| x | 5 | 40% | – | – | 20% | never / never |" in md
     assert data["configs"][0]["acceptance_rate"] == pytest.approx(0.75)
     assert data["configs"][0]["all_keys_ms"] == {"p50": "never", "p95": "never"}     # JSON has no infinity
     assert (out / "r.png").stat().st_size > 1000

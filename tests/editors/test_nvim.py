@@ -174,7 +174,7 @@ def test_a_partial_answer_is_shown_then_the_rest(nvim):
         assert nvim.lua("require[[completer]].stats(0).server.partial_answers") > server
         assert nvim.line() == "    result = math."
     finally:
-        nvim.lua(configure % (60, 12))
+        nvim.lua(configure % (30, 12))
 
 
 def test_typing_cancels_and_dismiss_clears(nvim):

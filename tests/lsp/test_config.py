@@ -8,7 +8,7 @@ def test_defaults_and_overrides():
     cfg = ServerConfig.from_options(None)
     assert cfg.max_tokens == 32 and cfg.cancel_stale_requests and cfg.engine == EngineConfig()
     # chosen by bench.replay (bench/results/replay/): the learned debounce and 64 tokens lost under load
-    assert not cfg.adaptive_debounce and cfg.debounce_ms == 30 and cfg.reuse_in_flight and not cfg.early_answer
+    assert not cfg.adaptive_debounce and cfg.debounce_ms == 0 and cfg.reuse_in_flight and not cfg.early_answer
     cfg = ServerConfig.from_options({"maxTokens": 8, "debounceMs": 0, "cancelStaleRequests": False,
                                      "engine": {"prefix_cache": False, "speculation": "ngram"}})
     assert (cfg.max_tokens, cfg.debounce_ms, cfg.cancel_stale_requests) == (8, 0.0, False)

@@ -61,8 +61,8 @@ export const DEFAULTS: CompleterSettings = {
   device: 'auto',
   engine: {},
   maxTokens: 32,
-  debounceMs: 30,
-  partialAnswerMs: 60,
+  debounceMs: 0,
+  partialAnswerMs: 30,
   enable: true,
 };
 

@@ -17,7 +17,7 @@ const state = window.completer = { ready: false, requests: 0, answered: 0, cance
 /** The initialization options from `options=`, or a message saying what is wrong with them. */
 function readOptions() {
   const raw = params.get('options');
-  if (raw === null) return { options: { maxTokens: 32, debounceMs: 30 } };
+  if (raw === null) return { options: { maxTokens: 32, debounceMs: 0 } };
   let options;
   try {
     options = JSON.parse(raw);

@@ -141,7 +141,7 @@ test('a partial answer is drawn, then the rest that extends it', async () => {
     assert.ok(stats.server.partial_answers > 0);
     await page.keyboard.press('Escape');
   } finally {
-    await page.evaluate(() => window.completer.configure({ partialAnswerMs: 60, maxTokens: 12 }));
+    await page.evaluate(() => window.completer.configure({ partialAnswerMs: 30, maxTokens: 12 }));
   }
 });
 

@@ -3,7 +3,7 @@
 --   require("completer").setup({
 --     cmd = { "completer-lsp", "--stdio" },
 --     init_options = { engine = { model = "house:v2/target", draft = "house:v2/draft", speculation = "auto",
---                                 num_speculative_tokens = "adaptive" }, maxTokens = 32, debounceMs = 30 },
+--                                 num_speculative_tokens = "adaptive" }, maxTokens = 32, debounceMs = 0 },
 --     filetypes = { "python", "lua", ... },   -- nil: every buffer with a filetype
 --     keys = { accept = "<Tab>", accept_line = "<C-l>", dismiss = "<C-]>" },
 --   })
@@ -18,7 +18,7 @@ local group = vim.api.nvim_create_augroup("completer", { clear = true })
 
 local defaults = {
   cmd = { "completer-lsp", "--stdio" },
-  init_options = { maxTokens = 32, debounceMs = 30 },
+  init_options = { maxTokens = 32, debounceMs = 0 },
   filetypes = nil,
   root_markers = { ".git", "pyproject.toml", "package.json" },
   keys = { accept = "<Tab>", accept_line = "<C-l>", dismiss = "<C-]>" },
