@@ -80,7 +80,7 @@ class ServerConfig:
     max_tokens: int = 32                  # new tokens per completion (64 answered later under load and was right
                                           # no more often: bench/results/replay/)
     debounce_ms: float = 0.0              # wait before calling the engine (not when answering from cache); 30 ms
-                                          # lost to none on every replay condition (bench/results/replay-partial/)
+                                          # tied or lost to none in every replay cell (bench/results/replay-partial/)
     context_budget_tokens: int = 1024     # prompt budget given to completer.context.build_prompt
     cancel_stale_requests: bool = True    # False: every request runs to the end (naive server, for benchmarks)
     type_through_cache: bool = True       # answer from the last completion when the user types through it
