@@ -246,10 +246,13 @@ class Lifecycle:
         """Answer from the document's flight when the user typed what it writes; else debounce, start a new one.
         ``t0``: when the request came (``answerBoundMs`` and ``partialAnswerMs`` count from it)."""
         self.load.asked += 1
-        around = (snap.text[:offset], snap.text[offset:])
-        # partial once per text: the client's next request for the same text (it asks again) waits for the rest
+        # the text around the cursor, only for a client that gets partial answers (two copies of the document, on
+        # every keystroke's path); partial once per text: the client's next request for the same text (it asks
+        # again) waits for the rest
+        around = (snap.text[:offset], snap.text[offset:]) if partial_ok else None
         partial_at = (t0 + cfg.partial_answer_ms / 1000
-                      if partial_ok and cfg.partial_answer_ms > 0 and self._partial.get(snap.uri) != around else None)
+                      if around is not None and cfg.partial_answer_ms > 0 and self._partial.get(snap.uri) != around
+                      else None)
         asked = self.load.asked            # alone past the bound only while no other completion has been asked for
         bound_s = cfg.answer_bound_ms / 1000 if cfg.answer_bound_ms else None
         # the "busy" answer's time: 80% of the bound, earlier when the event loop lags (Load.answer_by)
@@ -293,12 +296,12 @@ class Lifecycle:
             raise asyncio.CancelledError(f"engine aborted {flight.gen.request.request_id}")
         return self._answer(snap.uri, around, got, offset, flight)
 
-    def _answer(self, uri: str, around: tuple[str, str], got: tuple[str, bool], offset: int, flight: Flight,
+    def _answer(self, uri: str, around: tuple[str, str] | None, got: tuple[str, bool], offset: int, flight: Flight,
                 reused: bool = False) -> Completion:
         text, partial = got
         if partial:
             self._partial[uri] = around
-        elif self._partial.get(uri) == around:
+        elif around is not None and self._partial.get(uri) == around:
             del self._partial[uri]
         return Completion(text, offset, reused=reused, early=not flight.gen.finished, partial=partial)
 
