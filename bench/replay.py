@@ -23,8 +23,9 @@ rhythm (``bench.make_traces --rhythm``) is a condition of its own in the report.
 
 For every configuration (all in one run, one after another, each against a fresh server unless ``--connect``):
 ``initialize`` with the configuration's initialization options, wait for the engine, then for each trace
-``didOpen`` and, at the trace's times (divided by ``--speed``), per keystroke one incremental ``didChange`` and one
-``textDocument/inlineCompletion`` at the cursor. A response counts as *shown* if it has ghost text and arrives
+``didOpen``, ``completer/didMoveCursor`` where the first keystroke will be, 100 ms after the open (the user put
+the cursor there; the editors of ``editors/`` report a cursor that rested 100 ms), and, at the trace's times (divided
+by ``--speed``), per keystroke one incremental ``didChange`` and one ``textDocument/inlineCompletion`` at the cursor. A response counts as *shown* if it has ghost text and arrives
 before the next edit; later ones are stale and ignored, as editors do. With cancellation on, the client sends
 ``$/cancelRequest`` for the stale request (as VS Code does) and the server aborts it; with it off
 (``cancelStaleRequests: false``) the client sends no cancel and the server runs every request to the end. At an
@@ -55,8 +56,9 @@ from lsp.client import Client, RpcError, Server
 HERE = Path(__file__).resolve().parent
 # today's lifecycle unless a configuration turns an issue-13 mechanism on (the server's defaults may differ)
 BASE_OPTIONS = {"maxTokens": 32, "debounceMs": 30, "reuseInFlight": False, "earlyAnswer": False, "partialAnswerMs": 0,
-                "adaptiveDebounce": False}
+                "adaptiveDebounce": False, "warmOnCursor": False}
 DEFAULT = "default"     # no options: the server's own defaults
+CURSOR_REST_S = 0.1     # the editors report a cursor that rested this long (completer/didMoveCursor)
 CONFIGS: dict[str, dict] = {
     DEFAULT: {},
     # the replay's old base options with no speculation: the fixed point every default must beat or tie
@@ -174,7 +176,17 @@ class Replayer:
             latest = rec
             waits.append(asyncio.ensure_future(self._answer(rec, fut, now, pos)))
 
+        cursor_reported = False
         for ev in trace.events:
+            if not cursor_reported and ev.edit is not None and "range" in ev.edit:
+                # the user put the cursor where they start typing: reported after it rested CURSOR_REST_S, as the
+                # editors of editors/ do (completer/didMoveCursor, lsp/warm.py), when the trace leaves the time
+                cursor_reported = True
+                at = t0 + CURSOR_REST_S / self.speed
+                if t0 + ev.t_ms / 1000 / self.speed > at:
+                    await asyncio.sleep(max(0.0, at - time.perf_counter()))
+                    await c.notify("completer/didMoveCursor", {"textDocument": {"uri": ev.uri},
+                                                               "position": ev.edit["range"]["start"]})
             if skip_typed_by_accept(ev, docs, trace_docs, syncing):
                 # pull the rest of the trace earlier by the time the skipped events took
                 shift += ev.t_ms - prev_t

@@ -8,7 +8,7 @@ names). Example with the defaults::
      "typeThroughCache": true, "template": "auto", "maxDocumentChars": 2000000, "maxPromptTokens": 4096,
      "engineStartTimeoutS": 300, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": false,
      "debounceMinMs": 0, "debounceMaxMs": 300, "answerBoundMs": 1000, "partialAnswerMs": 30,
-     "contextSources": ["imports", "similar", "edits"], "snippetShare": 0.1}
+     "contextSources": ["imports", "similar", "edits"], "snippetShare": 0.1, "warmOnCursor": true}
 
 Bad options in ``initialize`` are answered with an ``initialize`` error (-32602, InvalidParams) whose message names
 the bad field; the server keeps running and the client may ``initialize`` again. Bad options in
@@ -103,6 +103,8 @@ class ServerConfig:
                                           # model has written by then, instead of all of it after the next key; 0 = off
     context_sources: tuple[str, ...] = CONTEXT_SOURCES   # context from beyond the open file (lsp/context_sources.py)
     snippet_share: float = SNIPPET_SHARE  # most of the prompt budget those sources take
+    warm_on_cursor: bool = True           # prefill the prompt where the editor reports the cursor
+                                          # (completer/didMoveCursor, lsp/warm.py) before the user types there
 
     # JSON name -> (field name, validator)
     _KEYS = {
@@ -125,6 +127,7 @@ class ServerConfig:
         "partialAnswerMs": ("partial_answer_ms", lambda n, v: _number(n, v, 0, 3_600_000)),
         "contextSources": ("context_sources", _sources),
         "snippetShare": ("snippet_share", lambda n, v: _number(n, v, 0, 0.6)),
+        "warmOnCursor": ("warm_on_cursor", _bool),
     }
 
     def updated(self, options: Any, where: str = "initializationOptions") -> "ServerConfig":

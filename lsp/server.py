@@ -5,8 +5,8 @@
 
 Every handler is registered the same way (pygls' ``server.feature``), by the module of its feature:
 ``session`` (initialize, didChangeConfiguration, shutdown), ``sync`` (didOpen, didChange, didClose), ``inline``
-(textDocument/inlineCompletion), ``completion`` (textDocument/completion) and ``custom`` (completer/stats,
-completer/health, completer/prompt). This module keeps the protocol's error answers and the per-connection ``exit``.
+(textDocument/inlineCompletion), ``completion`` (textDocument/completion), ``custom`` (completer/stats,
+completer/health, completer/prompt), ``outcomes`` (completer/didAccept) and ``warm`` (completer/didMoveCursor). This module keeps the protocol's error answers and the per-connection ``exit``.
 
 Errors: malformed JSON -> -32700 (id null); a message that is not a JSON-RPC request -> -32600; unknown method ->
 -32601; params of the wrong shape, unknown documents, positions past the end of the document or inside a
@@ -42,7 +42,7 @@ from completer.engine import EngineError
 from completer.engine.base import RequestError
 from completer.engine.supervisor import supervised
 
-from . import client_errors, completion, custom, inline, metrics, outcomes, security, session, sync, transports
+from . import client_errors, completion, custom, inline, metrics, outcomes, security, session, sync, transports, warm
 from .client_log import ClientLog
 from .context_sources import ContextSources
 from .config import ConfigError, ServerConfig
@@ -319,6 +319,7 @@ def build_server(engine_host: EngineHost | None = None, policy: security.Policy 
     sync.register(server)
     custom.register(server)
     outcomes.register(server)
+    warm.register(server)
     inline.register(server)
     completion.register(server)
     return server

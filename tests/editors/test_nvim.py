@@ -177,6 +177,23 @@ def test_a_partial_answer_is_shown_then_the_rest(nvim):
         nvim.lua(configure % (30, 12))
 
 
+def test_a_cursor_moved_without_typing_is_reported_and_warms_the_prompt(nvim):
+    """completer/didMoveCursor: a cursor moved in normal mode (no edit) is reported once it rests, and the server
+    prefills the prompt there (its warm-ups); typing moves are not reported."""
+    reports = nvim.lua("require[[completer]].state.cursor_reports")
+    warmups = nvim.lua("require[[completer]].stats(0).server.warmups")
+    nvim.keys("1G")
+    nvim.keys("4G$")
+    nvim.wait(f"require[[completer]].state.cursor_reports == {reports + 1}", what="one cursor report")
+    nvim.wait(f"require[[completer]].stats(0).server.warmups > {warmups}", what="the server's warm-up")
+    nvim.keys("5GA")
+    nvim.wait(f"require[[completer]].state.cursor_reports == {reports + 2}", what="the report of the move to line 5")
+    nvim.keys("x = 1")
+    nvim.wait("require[[completer]].state.pending == nil")
+    time.sleep(0.3)
+    assert nvim.lua("require[[completer]].state.cursor_reports") == reports + 2     # typing is not reported
+
+
 def test_typing_cancels_and_dismiss_clears(nvim):
     # A long server-side debounce keeps the first request in flight while the next key is typed. A fixed one:
     # the adaptive debounce (on by default) follows the rhythm learned from the earlier tests' fast typing instead

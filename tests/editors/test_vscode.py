@@ -28,7 +28,7 @@ def test_extension_typechecks_builds_and_its_tests_pass(client_env):
     assert r.returncode == 0, r.stdout + r.stderr
     r = _run([npm, "test"], client_env)  # TAP output when not on a terminal
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
-    assert "# pass 20" in r.stdout and "# fail 0" in r.stdout and "# skipped 0" in r.stdout, r.stdout[-3000:]
+    assert "# pass 21" in r.stdout and "# fail 0" in r.stdout and "# skipped 0" in r.stdout, r.stdout[-3000:]
     assert (VSCODE / "out" / "src" / "extension.js").is_file()
 
 

@@ -220,6 +220,9 @@ def test_ghost_text_tab_accepts_exactly_it_typing_cancels_and_no_suggest_list(vs
     last = answers[-1]
     assert not last.get("partial") and last["items"][0]["insertText"].replace("\n", "") == seen["ghostStill"], \
         (answers[-3:], seen["ghostStill"])
+    # The cursor, where the file opened and where the test clicked, was reported before the typing
+    # (completer/didMoveCursor: the server prefills the prompt there).
+    assert "Notification 'completer/didMoveCursor' received" in log.split("Request 'textDocument/inlineCompletion'")[0]
     # Typing on cancelled requests in flight ($/cancelRequest reached the server).
     assert "Notification '$/cancelRequest' received" in log
     assert not [n for n in seen["notifications"] if "completer" in n], seen["notifications"]

@@ -19,7 +19,7 @@ def test_web_page_ghost_text_in_chromium(client_env, tmp_path):
     r = subprocess.run([node, "--test", "--test-reporter=spec", "tests/"], cwd=WEB, env=env,
                        capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
-    assert "pass 6" in r.stdout and "fail 0" in r.stdout, r.stdout[-3000:]
+    assert "pass 7" in r.stdout and "fail 0" in r.stdout, r.stdout[-3000:]
     assert (tmp_path / "ghost-text.png").stat().st_size > 1000
 
 

@@ -26,10 +26,21 @@ class ScriptedEngine:
         self.aborted: set[str] = set()
         self.abort_calls: list[str] = []     # every abort the engine saw: abort() and closed streams
         self.prompts: list[str] = []
+        self.requests: list = []
+        self.warm_s = 0.0                    # how long a request for no tokens (a warm-up) takes
 
     async def generate(self, request):
         self.c.requests_started += 1
         self.prompts.append(request.prompt)
+        self.requests.append(request)
+        if request.max_new_tokens == 0:      # a warm-up: the prompt only, then the end
+            try:
+                await asyncio.sleep(self.warm_s)
+            except BaseException:
+                self.abort_calls.append(request.request_id)
+                raise
+            yield Chunk(request.request_id, finished=True, finish_reason="length")
+            return
         out = self.text[: request.max_new_tokens]
         finished = False
         try:
@@ -524,3 +535,41 @@ async def test_past_the_bound_a_flight_running_alone_is_busy_once_another_comple
         await waiting
     assert lc.stats.busy_at_bound == 1
     await wait_for(lambda: lc.load.running == 0)
+
+
+async def test_warm_up_prefills_the_keystrokes_prompt_and_the_keystroke_takes_over():
+    """completer/didMoveCursor (lsp/warm.py): the prompt a keystroke at the cursor gets, as an engine request for no
+    tokens, in the background; the document's next completion cancels it (the embedded engine keeps what it
+    filled: tests/completer/engine/torch) and sends the same prompt."""
+    lc, host, engine, cfg = make()
+    host.start(cfg.engine)
+    await host.get(5)
+    engine.warm_s = 1.0
+    snap = Snapshot("u", "def f(x):\n    return \n", 1)
+    assert lc.warm(snap, 21) is True
+    await wait_for(lambda: engine.requests)
+    warm = engine.requests[0]
+    assert warm.max_new_tokens == 0 and warm.cache_key == "u" and lc.stats.warmups == 1
+    assert (await lc.complete(snap, 21)).text == "hello_world()"
+    assert engine.requests[1].prompt == warm.prompt and engine.requests[1].max_new_tokens > 0
+    assert warm.request_id in engine.abort_calls and lc.stats.warmups_cancelled == 1
+    engine.warm_s = 0.0                                    # one that ends by itself is not cancelled
+    assert lc.warm(Snapshot("u", "def f(x):\n    return \n", 2), 10) is True
+    await wait_for(lambda: len(engine.requests) == 3 and not lc._warming)
+    assert lc.stats.warmups == 2 and lc.stats.warmups_cancelled == 1
+
+
+async def test_no_warm_up_while_a_completion_runs_when_off_or_before_the_engine():
+    lc, host, engine, cfg = make(step_s=0.05)
+    snap = Snapshot("u", "x = ", 1)
+    assert lc.warm(snap, 4) is False                       # engine not loaded: nothing to fill
+    host.start(cfg.engine)
+    await host.get(5)
+    t = asyncio.ensure_future(lc.complete(snap, 4))
+    await wait_for(lambda: lc.stats.engine_requests == 1)
+    assert lc.warm(snap, 4) is False                       # the completion's own request fills the cache
+    t.cancel()
+    off, host2, engine2, cfg2 = make(warmOnCursor=False)
+    host2.start(cfg2.engine)
+    await host2.get(5)
+    assert off.warm(snap, 4) is False and engine2.requests == []

@@ -32,6 +32,7 @@ class Running:
     aborted: bool = False
     done: bool = False
     heal_left: str = ""                                     # token healing: characters still to re-type
+    reused: int = 0                                         # prompt positions the document's cache already held
 
 
 class InputProcessing:

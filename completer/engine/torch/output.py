@@ -24,6 +24,8 @@ class OutputProcessing:
         finish reason, if any. Runs in the worker thread between the steps of a burst."""
         req = run.request
         reason = None
+        if not run.tokens:                                     # a chunk of the prompt (``_prefill_step``): no token
+            return [], None
         if req.max_new_tokens == 0:
             reason = "length"
             new = []

@@ -15,12 +15,15 @@ import torch
 
 from ... import healing
 from ...models.llama import SMALL_STEP
-from ...speculative import (BreakEven, Sampling, common_prefix, decode_one, make_schedule, prefill, propose_ngram,
+from ...speculative import (BreakEven, Sampling, catch_up, common_prefix, decode_one, make_schedule, prefill, propose_ngram,
                             speculative_step, verify_greedy, verify_sampling)
 from ..base import Chunk, EngineError
 from .input import Running
 
 BURST_S = 0.025         # longest run of model steps for one request between visits to the event loop
+# A prompt's tokens per model step (a longer one is prefilled in chunks, ``_prefill_step``): an abort or another
+# request waits for one chunk at most (SmolLM2 on 2 AVX2 cores: ~2.4 ms a token, so ~0.3 s; the house model ~10x less)
+PREFILL_CHUNK = 128
 
 
 class Scheduling:
@@ -214,7 +217,7 @@ class Scheduling:
     def _step(self, run: Running) -> list[int]:
         self._check_fault()
         req = run.request
-        if run.caches is None:                                 # first step: take the document's caches, prefill
+        if run.caches is None:                                 # first step: take the document's caches
             run.caches = self._take_caches(req.cache_key)
             g = None
             if req.temperature > 0:
@@ -222,17 +225,38 @@ class Scheduling:
                 g.manual_seed(req.seed if req.seed is not None else torch.seed())
             run.sampling = Sampling(req.temperature, req.top_p, g)
             run.schedule = make_schedule(self.config.num_speculative_tokens, self.config.max_speculative_tokens)
-            if req.max_new_tokens == 0:
-                return []
-            new = len(run.prompt) - common_prefix(run.caches.target, run.prompt)
-            with self._phase("prompt", new) if new > SMALL_STEP else self._phase("step"):   # per token / per step
-                first, reused = prefill(self.target, run.caches.target, run.prompt, run.sampling, self.n_vocab,
-                                        self._healing(run))
-            self._counters.prompt_tokens += len(run.prompt)
-            self._counters.cached_prompt_tokens += reused
-            run.tokens = list(run.prompt)
-            return [first]
+            run.reused = common_prefix(run.caches.target, run.prompt)
+        if not run.tokens:                                     # the prompt, a chunk a step
+            return self._prefill_step(run)
         return self._decode_step(run)
+
+    def _prefill_step(self, run: Running) -> list[int]:
+        """The next PREFILL_CHUNK tokens of the prompt into the cache ([] : more to come), or the rest and the first
+        token. In chunks so that a long cold prompt can be aborted between them, its positions so far kept for
+        the document (the next keystroke's prompt shares them), and other requests step in between. A request
+        for no tokens (``max_new_tokens`` 0, a warm-up: ``lsp/warm.py``) fills the cache with the whole prompt
+        and ends; the document's next request finds it there."""
+        req = run.request
+        cache = run.caches.target
+        new = len(run.prompt) - common_prefix(cache, run.prompt)
+        if new > PREFILL_CHUNK + PREFILL_CHUNK // 2 or (req.max_new_tokens == 0 and new > 0):
+            n = min(new, PREFILL_CHUNK)
+            with self._phase("prompt", n) if n > SMALL_STEP else self._phase("step"):
+                catch_up(self.target, cache, run.prompt[:len(run.prompt) - new + n], self.n_vocab)
+            if n < new or req.max_new_tokens:
+                return []
+        if req.max_new_tokens == 0:
+            self._prompt_done(run)
+            return []
+        with self._phase("prompt", new) if new > SMALL_STEP else self._phase("step"):   # per token / per step
+            first, _ = prefill(self.target, cache, run.prompt, run.sampling, self.n_vocab, self._healing(run))
+        self._prompt_done(run)
+        return [first]
+
+    def _prompt_done(self, run: Running) -> None:
+        self._counters.prompt_tokens += len(run.prompt)
+        self._counters.cached_prompt_tokens += min(run.reused, len(run.prompt) - 1)
+        run.tokens = list(run.prompt)
 
     def _decode_step(self, run: Running) -> list[int]:
         if self.config.speculation == "none" or run.heal_left:   # healing steps are one constrained token each

@@ -9,6 +9,9 @@ so the engine measures: each phase ("prompt": forwards over many new tokens, per
 decode step; "spec": a speculative step, per forward position it runs) tries every candidate thread count, then
 uses the fastest by the median of its recent samples and re-tries the others now and then, less often each time
 they lose (but at least every ``max_gap`` steps), so a change of load is noticed without paying for it on every step.
+The prompt phase tries the most threads first: its first samples are a document's cold prompt, hundreds of tokens
+of matrix products, which one thread took 1.0-1.4 s of SmolLM2 where two took 0.56 s (issue 29: the first keystrokes
+of every document waited for it); the one-token phases try one thread first.
 A median, not an average: on a shared machine a few steps that waited for the scheduler (another process took the
 core) would otherwise make a count look slow for hundreds of steps (an exponential average kept SmolLM2's decode on
 one thread for ~600 steps, at 1.5x the time of two: issue 29). More cores can then never make a phase slower than
@@ -60,7 +63,8 @@ class ThreadChooser:
 
     def pick(self, phase: str) -> int:
         arms = self._arms[phase]
-        for n in self.candidates:                           # every candidate measured twice before choosing
+        order = reversed(self.candidates) if phase == "prompt" else self.candidates
+        for n in order:                                     # every candidate measured twice before choosing
             if arms[n].count < 2:
                 return n
         best = self.best(phase)

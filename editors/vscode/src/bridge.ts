@@ -134,3 +134,43 @@ export interface DidAcceptParams { textDocument: { uri: string }; text: string; 
 export function didAcceptParams(uri: string, text: string, kind: DidAcceptParams['kind'] = 'full'): DidAcceptParams {
   return { textDocument: { uri }, text, kind };
 }
+
+/** The `completer/didMoveCursor` notification (lsp/README.md): where the cursor rested other than by typing, so
+ * that the server prefills the prompt there before the first keystroke (a cold prompt of a real model takes most
+ * of a second on a laptop's CPU). */
+export const DID_MOVE_CURSOR = 'completer/didMoveCursor';
+/** How long the cursor must rest before it is reported (a held arrow key reports once). */
+export const CURSOR_REST_MS = 100;
+
+export interface DidMoveCursorParams { textDocument: { uri: string }; position: { line: number; character: number } }
+
+/** Reports cursor moves that were not typing: a move in a document whose version changed since the last move seen
+ * there is typing (or an edit), which the keystroke's own completion request serves; the first move seen in a
+ * document (opened, switched to) and moves in an unchanged document are reported once the cursor rests. */
+export class CursorReporter {
+  private versions = new Map<string, number>();
+  private pending: unknown = null;
+
+  constructor(
+    private readonly send: (params: DidMoveCursorParams) => void,
+    private readonly setTimer: (fn: () => void, ms: number) => unknown = (fn, ms) => setTimeout(fn, ms),
+    private readonly clearTimer: (handle: unknown) => void = (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
+  ) {}
+
+  moved(uri: string, position: { line: number; character: number }, version: number): void {
+    const seen = this.versions.get(uri);
+    this.versions.set(uri, version);
+    if (this.pending !== null) this.clearTimer(this.pending);
+    this.pending = null;
+    if (seen !== undefined && seen !== version) return;         // typed: the completion request fills the cache
+    const params = { textDocument: { uri }, position: { line: position.line, character: position.character } };
+    this.pending = this.setTimer(() => {
+      this.pending = null;
+      this.send(params);
+    }, CURSOR_REST_MS);
+  }
+
+  closed(uri: string): void {
+    this.versions.delete(uri);
+  }
+}

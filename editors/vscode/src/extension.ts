@@ -9,7 +9,9 @@ import * as vscode from 'vscode';
 import {
   CloseAction, ErrorAction, LanguageClient, LanguageClientOptions, ServerOptions,
 } from 'vscode-languageclient/node';
-import { DID_ACCEPT, didAcceptParams, InlineBridge, PARTIAL_GHOST_CAPABILITY, TriggerKind } from './bridge';
+import {
+  CursorReporter, DID_ACCEPT, DID_MOVE_CURSOR, didAcceptParams, InlineBridge, PARTIAL_GHOST_CAPABILITY, TriggerKind,
+} from './bridge';
 import { connectTcp, resolveServer } from './launch';
 import {
   CompleterSettings, documentSelector, needsRestart, readSettings, serverCommand, SettingsError, toInitOptions,
@@ -216,8 +218,22 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   };
   await start();
 
+  // where the cursor rests other than by typing: the server prefills the prompt there (completer/didMoveCursor)
+  const cursor = new CursorReporter((params) => {
+    if (client?.isRunning() && settings?.enable) void client.sendNotification(DID_MOVE_CURSOR, params);
+  });
+  const cursorAt = (editor: vscode.TextEditor | undefined) => {
+    if (editor && settings && vscode.languages.match(documentSelector(settings), editor.document) > 0) {
+      cursor.moved(editor.document.uri.toString(), editor.selection.active, editor.document.version);
+    }
+  };
+  cursorAt(vscode.window.activeTextEditor);
+
   context.subscriptions.push(
     { dispose: () => provider?.dispose() },
+    vscode.window.onDidChangeTextEditorSelection((e) => cursorAt(e.textEditor)),
+    vscode.window.onDidChangeActiveTextEditor((e) => cursorAt(e)),
+    vscode.workspace.onDidCloseTextDocument((d) => cursor.closed(d.uri.toString())),
     vscode.commands.registerCommand('completer.restart', restart),
     vscode.commands.registerCommand('completer.didAccept', async (uri: string, text: string) => {
       if (client) await client.sendNotification(DID_ACCEPT, didAcceptParams(uri, text, 'full'));

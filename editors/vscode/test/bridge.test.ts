@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  DID_ACCEPT, didAcceptParams, InlineBridge, inlineParams, InlineCompletionParams, toGhostItems, TriggerKind,
+  CURSOR_REST_MS, CursorReporter, DID_ACCEPT, DID_MOVE_CURSOR, didAcceptParams, InlineBridge, inlineParams, InlineCompletionParams, toGhostItems, TriggerKind,
 } from '../src/bridge';
 
 const at = (line: number, character: number) => ({ line, character });
@@ -86,4 +86,29 @@ test('an accept is reported to the server as completer/didAccept', () => {
   assert.deepEqual(didAcceptParams('file:///a.py', 'compute(x)'),
                    { textDocument: { uri: 'file:///a.py' }, text: 'compute(x)', kind: 'full' });
   assert.equal(DID_ACCEPT, 'completer/didAccept');
+});
+
+test('a cursor that rests other than by typing is reported as completer/didMoveCursor, once', () => {
+  const sent: unknown[] = [];
+  const timers: { fn: () => void; ms: number; live: boolean }[] = [];
+  const r = new CursorReporter((p) => sent.push(p), (fn, ms) => { const t = { fn, ms, live: true }; timers.push(t); return t; },
+    (t) => { (t as { live: boolean }).live = false; });
+  const fire = () => timers.filter((t) => t.live).forEach((t) => { t.live = false; t.fn(); });
+  r.moved('file:///a.py', at(3, 4), 1);          // opened / switched to: reported once the cursor rests
+  r.moved('file:///a.py', at(3, 5), 1);          // moved again before the rest: only the last one
+  fire();
+  assert.equal(DID_MOVE_CURSOR, 'completer/didMoveCursor');
+  assert.equal(timers[0].ms, CURSOR_REST_MS);
+  assert.deepEqual(sent, [{ textDocument: { uri: 'file:///a.py' }, position: { line: 3, character: 5 } }]);
+  r.moved('file:///a.py', at(3, 6), 2);          // typed: the keystroke's own request fills the cache
+  fire();
+  assert.equal(sent.length, 1);
+  r.moved('file:///a.py', at(9, 0), 2);          // a click in the unchanged document
+  fire();
+  assert.deepEqual(sent[1], { textDocument: { uri: 'file:///a.py' }, position: { line: 9, character: 0 } });
+  r.moved('file:///a.py', at(9, 1), 3);          // typing cancels a move not yet reported
+  r.closed('file:///a.py');
+  r.moved('file:///a.py', at(0, 0), 1);          // reopened: reported again
+  fire();
+  assert.equal(sent.length, 3);
 });

@@ -12,7 +12,10 @@ const setStatus = (text) => { status.textContent = text; };
 
 // What the page is doing, for the status line and tests.
 const state = window.completer = { ready: false, requests: 0, answered: 0, cancelled: 0, served: 0, lastLatencyMs: null,
-                                   lastItems: [], error: null, connections: 0, partialAnswers: 0, lastPartial: null };
+                                   lastItems: [], error: null, connections: 0, partialAnswers: 0, lastPartial: null,
+                                   cursorReports: 0 };
+// How long the cursor rests before it is reported (completer/didMoveCursor): a held arrow key reports once.
+const CURSOR_REST_MS = 100;
 
 /** The initialization options from `options=`, or a message saying what is wrong with them. */
 function readOptions() {
@@ -62,6 +65,25 @@ function main(monaco) {
     if (conn) conn.change(uri.toString(), version, toLspChanges(e));
   });
 
+  // Where the cursor rests other than by typing: the server prefills the prompt there before the first keystroke
+  // (completer/didMoveCursor). A move that came with an edit (the version moved since the last move) is typing,
+  // which the keystroke's own completion request serves.
+  let cursorVersion = null;
+  let cursorTimer = null;
+  function cursorMoved() {
+    const seen = cursorVersion;
+    cursorVersion = version;
+    clearTimeout(cursorTimer);
+    if (seen !== null && seen !== version) return;
+    const at = version;
+    cursorTimer = setTimeout(() => {
+      if (!conn || version !== at) return;
+      conn.moveCursor(uri.toString(), toLspPosition(window.editor.getPosition()));
+      state.cursorReports++;
+    }, CURSOR_REST_MS);
+  }
+  window.editor.onDidChangeCursorPosition(cursorMoved);
+
   // Connect, initialize, open the document as it is now, wait for the engine. When the websocket drops (the
   // server restarted, the network blinked), the same again after a growing pause: 0.5 s, 1 s, 2 s ... 10 s.
   let retryMs = 500;
@@ -91,6 +113,8 @@ function main(monaco) {
     state.configure = (settings) => c.configure(settings);
     state.ready = true;
     setStatus('completer: ready');
+    cursorVersion = null;         // the document was opened again on this connection: where the cursor is now
+    cursorMoved();
   }
   function retry(why) {
     const wait = retryMs;

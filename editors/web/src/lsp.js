@@ -68,6 +68,11 @@ export class CompleterConnection {
     }, signal).then(fromInlineResult);
   }
 
+  /** Where the cursor rests other than by typing (completer/didMoveCursor): the server prefills the prompt there. */
+  moveCursor(uri, position) {
+    this.rpc.notify('completer/didMoveCursor', { textDocument: { uri }, position });
+  }
+
   /** Change settings at run time (same keys as initializationOptions). */
   configure(settings) {
     this.rpc.notify('workspace/didChangeConfiguration', { settings });

@@ -145,6 +145,23 @@ test('a partial answer is drawn, then the rest that extends it', async () => {
   }
 });
 
+test('a cursor moved without typing is reported and the server warms the prompt there', async () => {
+  const reports = await page.evaluate(() => window.completer.cursorReports);
+  const warmups = (await page.evaluate(() => window.completer.stats())).server.warmups;
+  await page.click('#editor .view-lines');
+  await page.keyboard.press('Control+Home');
+  await page.waitForFunction((n) => window.completer.cursorReports > n, reports, { timeout: 10000 });
+  await page.waitForFunction(async (n) => (await window.completer.stats()).server.warmups > n, warmups,
+                             { timeout: 10000, polling: 100 });
+  await page.keyboard.press('Control+End');
+  await page.waitForFunction((n) => window.completer.cursorReports > n, reports + 1, { timeout: 10000 });
+  const after = await page.evaluate(() => window.completer.cursorReports);
+  await page.keyboard.type('x');           // typing moves the cursor too, and is not reported
+  await page.keyboard.press('Backspace');
+  await new Promise((r) => setTimeout(r, 400));
+  assert.equal(await page.evaluate(() => window.completer.cursorReports), after);
+});
+
 test('typing on cancels the request in flight and the server sees it', async () => {
   // A long server-side debounce keeps the first request in flight while we type the next key.
   await page.evaluate(() => window.completer.configure({ debounceMs: 1500 }));

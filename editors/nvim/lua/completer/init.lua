@@ -29,7 +29,9 @@ local defaults = {
 M.config = vim.deepcopy(defaults)
 -- What the plugin is doing, for the statusline, :CompleterStatus and tests.
 M.state = { ghost = nil, pending = nil, last_latency_ms = nil, requests = 0, cancelled = 0, last_error = nil,
-            partial_answers = 0 }
+            partial_answers = 0, cursor_reports = 0 }
+-- How long the cursor rests before the plugin reports it (completer/didMoveCursor): a held key reports once.
+M.CURSOR_REST_MS = 100
 
 local function client_for(bufnr)
   for _, c in ipairs(vim.lsp.get_clients({ bufnr = bufnr, name = "completer" })) do
@@ -212,6 +214,37 @@ local function on_edit()
   end
 end
 
+-- Where the cursor rests other than by typing (lsp/README.md, completer/didMoveCursor): the server prefills the
+-- prompt there before the first keystroke. A move that came with an edit (the buffer's changedtick moved since the
+-- last move seen there) is typing, which the keystroke's own completion request serves.
+local cursor_ticks = {}   -- bufnr -> changedtick at the last cursor move seen in it
+local cursor_timer = nil
+
+local function on_cursor_moved(a)
+  local bufnr = a.buf
+  local tick = vim.api.nvim_buf_get_changedtick(bufnr)
+  local seen = cursor_ticks[bufnr]
+  cursor_ticks[bufnr] = tick
+  if cursor_timer and not cursor_timer:is_closing() then
+    cursor_timer:stop()
+    cursor_timer:close()
+  end
+  cursor_timer = nil
+  if (seen ~= nil and seen ~= tick) or not client_for(bufnr) then
+    return
+  end
+  cursor_timer = vim.defer_fn(function()
+    cursor_timer = nil
+    local c = client_for(bufnr)
+    if not c or vim.api.nvim_get_current_buf() ~= bufnr or vim.api.nvim_buf_get_changedtick(bufnr) ~= tick then
+      return
+    end
+    local params = vim.lsp.util.make_position_params(0, c.offset_encoding)
+    c:notify("completer/didMoveCursor", { textDocument = params.textDocument, position = params.position })
+    M.state.cursor_reports = M.state.cursor_reports + 1
+  end, M.CURSOR_REST_MS)
+end
+
 local function attach_keys(bufnr)
   local keys = M.config.keys
   local function map(lhs, active, fn)
@@ -338,6 +371,9 @@ function M.setup(opts)
       end
     end,
   })
+  vim.api.nvim_create_autocmd({ "CursorMoved", "CursorMovedI", "BufEnter" }, { group = group,
+                                                                            callback = on_cursor_moved })
+  vim.api.nvim_create_autocmd("BufUnload", { group = group, callback = function(a) cursor_ticks[a.buf] = nil end })
   vim.api.nvim_create_autocmd({ "InsertLeave", "BufLeave" }, {
     group = group,
     callback = function() M.clear() cancel_pending() end,

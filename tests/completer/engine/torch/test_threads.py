@@ -29,6 +29,14 @@ def test_measures_each_count_then_uses_the_faster():
     assert gaps == sorted(gaps) and gaps[-1] > gaps[0]
 
 
+def test_a_prompt_tries_the_most_threads_first():
+    """A server's first prompts are cold documents (hundreds of tokens of matrix products): they run on every
+    thread while the one-token phases start with one."""
+    ch = ThreadChooser(2)
+    assert serve(ch, "prompt", {1: 0.0036, 2: 0.0024}, 6) == [2, 2, 1, 1, 2, 2]
+    assert serve(ThreadChooser(2), "step", {1: 0.013, 2: 0.012}, 4) == [1, 1, 2, 2]
+
+
 def test_phases_choose_independently():
     ch = ThreadChooser(2)
     serve(ch, "step", {1: 0.003, 2: 0.008}, 50)
@@ -60,9 +68,9 @@ def test_run_sets_torch_threads_and_records():
     try:
         ch = ThreadChooser(2)
         with ch.run("prompt", units=100) as box:
-            assert torch.get_num_threads() == box["threads"] == 1
+            assert torch.get_num_threads() == box["threads"] == 2
             box["units"] = 50
-        assert ch.snapshot()["prompt"]["1_threads_ms"] is not None
+        assert ch.snapshot()["prompt"]["2_threads_ms"] is not None
     finally:
         torch.set_num_threads(before)
 

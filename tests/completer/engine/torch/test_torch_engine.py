@@ -341,3 +341,69 @@ async def test_concurrent_speculative_requests_share_forwards(make_engine, tiny_
     finally:
         await solo.close()
         await eng.close()
+
+
+LONG = DOC + "".join(f"    def m{i}(self, x):\n        return self.size * x + {i}\n" for i in range(12))
+
+
+async def test_a_long_prompt_is_prefilled_in_chunks_with_the_same_output(make_engine, monkeypatch):
+    """A prompt longer than PREFILL_CHUNK runs a chunk a step (an abort or another request waits one chunk at
+    most); the text is the one a single prefill gives, and the counters count the prompt once."""
+    from completer.engine.torch import scheduling
+
+    whole = make_engine(speculation="none")
+    want, _, _ = await collect(whole, Request("w", LONG, max_new_tokens=12))
+    monkeypatch.setattr(scheduling, "PREFILL_CHUNK", 8)
+    chunked = make_engine(speculation="none")
+    calls = []
+    real = scheduling.catch_up
+    monkeypatch.setattr(scheduling, "catch_up", lambda *a: calls.append(len(a[2])) or real(*a))
+    got, _, _ = await collect(chunked, Request("c", LONG, max_new_tokens=12))
+    n = chunked.count_tokens(LONG)
+    assert got == want
+    assert len(calls) >= (n - 12) // 8 and calls == sorted(calls) and calls[0] == 8
+    assert chunked.counters()["prompt_tokens"] == n and chunked.counters()["cached_prompt_tokens"] == 0
+    await whole.close(), await chunked.close()
+
+
+async def test_a_request_for_no_tokens_fills_the_documents_cache(make_engine, monkeypatch):
+    """A warm-up (max_new_tokens 0: lsp/warm.py) generates nothing and leaves the prompt in the document's cache:
+    the keystroke's request after it runs only its new tokens."""
+    from completer.engine.torch import scheduling
+
+    monkeypatch.setattr(scheduling, "PREFILL_CHUNK", 8)
+    eng = make_engine(speculation="none")
+    text, ids, reason = await collect(eng, Request("warm", LONG, max_new_tokens=0, cache_key="doc"))
+    assert (text, ids, reason) == ("", [], "length")
+    assert eng.counters()["generated_tokens"] == 0
+    await collect(eng, Request("key", LONG + "    de", max_new_tokens=4, cache_key="doc"))
+    assert eng.counters()["cached_prompt_tokens"] >= eng.count_tokens(LONG) - 2
+    cold = make_engine(speculation="none")                 # without the warm-up: nothing reused
+    await collect(cold, Request("key", LONG + "    de", max_new_tokens=4, cache_key="doc"))
+    assert cold.counters()["cached_prompt_tokens"] == 0
+    await eng.close(), await cold.close()
+
+
+async def test_an_aborted_prefill_keeps_the_chunks_it_filled(make_engine, monkeypatch):
+    """A keystroke that supersedes a request still prefilling (a cold document) finds the chunks done so far in the
+    document's cache, so the prompt is not started over."""
+    from completer.engine.torch import scheduling
+
+    monkeypatch.setattr(scheduling, "PREFILL_CHUNK", 8)
+    eng = make_engine(speculation="none")
+    real, calls = scheduling.catch_up, []
+
+    def two_chunks_then_abort(model, cache, tokens, n_vocab):
+        out = real(model, cache, tokens, n_vocab)
+        calls.append(len(tokens))
+        if len(calls) == 2:
+            eng._running["old"].aborted = True              # as engine.abort marks it, between two chunks
+        return out
+
+    monkeypatch.setattr(scheduling, "catch_up", two_chunks_then_abort)
+    _, ids, reason = await collect(eng, Request("old", LONG, max_new_tokens=8, cache_key="doc"))
+    assert (ids, reason) == ([], "abort") and calls == [8, 16]
+    monkeypatch.setattr(scheduling, "catch_up", real)
+    await collect(eng, Request("new", LONG + "  ", max_new_tokens=2, cache_key="doc"))
+    assert eng.counters()["cached_prompt_tokens"] == 16
+    await eng.close()
