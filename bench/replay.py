@@ -25,10 +25,11 @@ For every configuration (all in one run, one after another, each against a fresh
 ``initialize`` with the configuration's initialization options, wait for the engine, then for each trace
 ``didOpen``, ``completer/didMoveCursor`` where the first keystroke will be, 100 ms after the open (the user put
 the cursor there; the editors of ``editors/`` report a cursor that rested 100 ms), and, at the trace's times (divided
-by ``--speed``), per keystroke one incremental ``didChange`` and one ``textDocument/inlineCompletion`` at the cursor. A response counts as *shown* if it has ghost text and arrives
-before the next edit; later ones are stale and ignored, as editors do. With cancellation on, the client sends
-``$/cancelRequest`` for the stale request (as VS Code does) and the server aborts it; with it off
-(``cancelStaleRequests: false``) the client sends no cancel and the server runs every request to the end. At an
+by ``--speed``), per keystroke one incremental ``didChange`` and one ``textDocument/inlineCompletion`` at the
+cursor. A response counts as *shown* if it has ghost text and arrives before the next edit; later ones are stale
+and ignored, as editors do. With cancellation on, the client sends ``$/cancelRequest`` for the stale request (as
+VS Code does) and the server aborts it; with it off (``cancelStaleRequests: false``) the client sends no cancel and
+the server runs every request to the end. At an
 ``accept`` point the user presses Tab if the ghost text shown then is a prefix of the intended text: the replay
 inserts it (one ``didChange``), skips the trace's keystrokes that typed the same text and pulls the rest of the
 trace earlier by the time they took. Engine counters come from ``completer/stats`` (differences before/after).

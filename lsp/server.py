@@ -6,7 +6,8 @@
 Every handler is registered the same way (pygls' ``server.feature``), by the module of its feature:
 ``session`` (initialize, didChangeConfiguration, shutdown), ``sync`` (didOpen, didChange, didClose), ``inline``
 (textDocument/inlineCompletion), ``completion`` (textDocument/completion), ``custom`` (completer/stats,
-completer/health, completer/prompt), ``outcomes`` (completer/didAccept) and ``warm`` (completer/didMoveCursor). This module keeps the protocol's error answers and the per-connection ``exit``.
+completer/health, completer/prompt), ``outcomes`` (completer/didAccept) and ``warm`` (completer/didMoveCursor).
+This module keeps the protocol's error answers and the per-connection ``exit``.
 
 Errors: malformed JSON -> -32700 (id null); a message that is not a JSON-RPC request -> -32600; unknown method ->
 -32601; params of the wrong shape, unknown documents, positions past the end of the document or inside a

@@ -15,8 +15,8 @@ import torch
 
 from ... import healing
 from ...models.llama import SMALL_STEP
-from ...speculative import (BreakEven, Sampling, catch_up, common_prefix, decode_one, make_schedule, prefill, propose_ngram,
-                            speculative_step, verify_greedy, verify_sampling)
+from ...speculative import (BreakEven, Sampling, catch_up, common_prefix, decode_one, make_schedule, prefill,
+                            propose_ngram, speculative_step, verify_greedy, verify_sampling)
 from ..base import Chunk, EngineError
 from .input import Running
 

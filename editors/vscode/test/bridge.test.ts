@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  CURSOR_REST_MS, CursorReporter, DID_ACCEPT, DID_MOVE_CURSOR, didAcceptParams, InlineBridge, inlineParams, InlineCompletionParams, toGhostItems, TriggerKind,
+  CURSOR_REST_MS, CursorReporter, DID_ACCEPT, DID_MOVE_CURSOR, didAcceptParams, InlineBridge, inlineParams,
+  InlineCompletionParams, toGhostItems, TriggerKind,
 } from '../src/bridge';
 
 const at = (line: number, character: number) => ({ line, character });
@@ -91,7 +92,8 @@ test('an accept is reported to the server as completer/didAccept', () => {
 test('a cursor that rests other than by typing is reported as completer/didMoveCursor, once', () => {
   const sent: unknown[] = [];
   const timers: { fn: () => void; ms: number; live: boolean }[] = [];
-  const r = new CursorReporter((p) => sent.push(p), (fn, ms) => { const t = { fn, ms, live: true }; timers.push(t); return t; },
+  const r = new CursorReporter((p) => sent.push(p),
+    (fn, ms) => { const t = { fn, ms, live: true }; timers.push(t); return t; },
     (t) => { (t as { live: boolean }).live = false; });
   const fire = () => timers.filter((t) => t.live).forEach((t) => { t.live = false; t.fn(); });
   r.moved('file:///a.py', at(3, 4), 1);          // opened / switched to: reported once the cursor rests
