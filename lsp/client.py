@@ -236,6 +236,11 @@ class Client:
         """The whole response to ``textDocument/inlineCompletion`` at (line, character), triggered automatically."""
         return await self.ask("textDocument/inlineCompletion", inline_params(uri, line, character), timeout, rid)
 
+    async def shutdown(self, timeout: float = 60.0) -> None:
+        """``shutdown`` then ``exit``: the end of the session (over stdio the server's process ends)."""
+        await self.ask("shutdown", None, timeout)
+        await self.notify("exit")
+
     async def close(self) -> None:
         self._reader.cancel()
         await self._close()
@@ -368,6 +373,25 @@ class Server:
                 raise TimeoutError(f"server did not listen within {timeout:.0f} s: {shlex.join(self.cmd)}")
             else:
                 await asyncio.sleep(0.05)
+
+    async def session(self, engine_options: dict | None, capabilities: dict | None = None,
+                      documents: dict[str, str] | None = None, **options) -> Client:
+        """A client with ``initialize`` answered (``{"engine": engine_options, **options}``), the engine ready and
+        ``documents`` (uri -> text, Python) open."""
+        c = await self.start()
+        r = await c.initialize(engine_options, capabilities, **options)
+        if "result" not in r:
+            raise RuntimeError(f"initialize failed: {r}")
+        await c.wait_ready()
+        for uri, text in (documents or {}).items():
+            await c.open_document(uri, text)
+        return c
+
+    async def stop(self, client: Client) -> None:
+        """End ``client``'s session and wait for a spawned server's process to end (stdio: it ends with it)."""
+        await client.shutdown()
+        if self.proc is not None and self.transport == "stdio":
+            await self.proc.wait()
 
     async def start(self, **connect_kw) -> Client:
         """A new client connection (starting the process first if needed). On stdio there is only one."""

@@ -18,20 +18,10 @@ async def server(tmp_path):
 
 
 async def start(server: Server, engine_options: dict, capabilities: dict) -> Client:
-    c = await server.start()
     # 1 ms: the first chunk the model writes is already late, so the answer is partial whenever the model writes
     # more than one chunk (maxTokens 24)
-    assert "result" in await c.initialize(engine_options, capabilities, maxTokens=24, debounceMs=0,
-                                          partialAnswerMs=1)
-    await c.wait_ready()
-    await c.open_document(URI, TEXT)
-    return c
-
-
-async def stop(server: Server, c: Client) -> None:
-    await c.ask("shutdown")
-    await c.notify("exit")
-    await server.proc.wait()
+    return await server.session(engine_options, capabilities, {URI: TEXT}, maxTokens=24, debounceMs=0,
+                                partialAnswerMs=1)
 
 
 async def test_a_partial_answer_then_the_whole_ghost_text(server, engine_options):
@@ -47,7 +37,7 @@ async def test_a_partial_answer_then_the_whole_ghost_text(server, engine_options
         stats = await c.call("completer/stats", {})
         assert stats["server"]["partial_answers"] == 1 and stats["server"]["engine_requests"] == 1
     finally:
-        await stop(server, c)
+        await server.stop(c)
 
 
 async def test_no_partial_answer_without_the_capability(server, engine_options):
@@ -57,4 +47,4 @@ async def test_no_partial_answer_without_the_capability(server, engine_options):
         assert "partial" not in r and r["items"]
         assert (await c.call("completer/stats", {}))["server"]["partial_answers"] == 0
     finally:
-        await stop(server, c)
+        await server.stop(c)

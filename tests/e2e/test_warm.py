@@ -22,17 +22,7 @@ async def server(tmp_path):
 
 
 async def start(server: Server, engine_options: dict, **options) -> Client:
-    c = await server.start()
-    assert "result" in await c.initialize(engine_options, {}, maxTokens=8, debounceMs=0, **options)
-    await c.wait_ready()
-    await c.open_document(URI, TEXT)
-    return c
-
-
-async def stop(server: Server, c: Client) -> None:
-    await c.ask("shutdown")
-    await c.notify("exit")
-    await server.proc.wait()
+    return await server.session(engine_options, {}, {URI: TEXT}, maxTokens=8, debounceMs=0, **options)
 
 
 async def stats(c: Client) -> dict:
@@ -71,7 +61,7 @@ async def test_the_reported_cursor_is_prefilled_before_the_keystroke(server, eng
         else:
             assert cached == 0 and before["requests_started"] == 0
     finally:
-        await stop(server, c)
+        await server.stop(c)
 
 
 async def test_bad_params_get_a_message_and_the_server_goes_on(server, engine_options):
@@ -87,4 +77,4 @@ async def test_bad_params_get_a_message_and_the_server_goes_on(server, engine_op
         assert any("completer/didMoveCursor" in m for m in shown), shown
         assert (await stats(c))["server"]["warmups"] == 0
     finally:
-        await stop(server, c)
+        await server.stop(c)
