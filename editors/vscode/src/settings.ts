@@ -45,6 +45,7 @@ export interface CompleterSettings {
   maxTokens: number;
   debounceMs: number;
   partialAnswerMs: number;
+  warmOnCursor: boolean;
   enable: boolean;
 }
 
@@ -63,6 +64,7 @@ export const DEFAULTS: CompleterSettings = {
   maxTokens: 32,
   debounceMs: 0,
   partialAnswerMs: 30,
+  warmOnCursor: true,
   enable: true,
 };
 
@@ -84,6 +86,7 @@ export interface InitOptions {
   maxTokens: number;
   debounceMs: number;
   partialAnswerMs: number;
+  warmOnCursor: boolean;
 }
 
 /** Read and check every setting through `get` (VS Code's `getConfiguration('completer').get`). */
@@ -98,7 +101,7 @@ export function readSettings(get: (key: string) => unknown): CompleterSettings {
     speculation: pick('speculation'), numSpeculativeTokens: pick('numSpeculativeTokens'), device: pick('device'),
     engine: pick('engine'),
     maxTokens: pick('maxTokens'), debounceMs: pick('debounceMs'), partialAnswerMs: pick('partialAnswerMs'),
-    enable: pick('enable'),
+    warmOnCursor: pick('warmOnCursor'), enable: pick('enable'),
   };
   const bad = (key: string, why: string, v: unknown) => new SettingsError(`completer.${key}: ${why}, got ${JSON.stringify(v)}`);
   if (typeof s.serverCommand === 'string') s.serverCommand = (s.serverCommand as string).trim().split(/\s+/);
@@ -166,6 +169,7 @@ export function readSettings(get: (key: string) => unknown): CompleterSettings {
   if (typeof s.partialAnswerMs !== 'number' || !(s.partialAnswerMs >= 0 && s.partialAnswerMs <= 10000)) {
     throw bad('partialAnswerMs', 'expected a number 0..10000', s.partialAnswerMs);
   }
+  if (typeof s.warmOnCursor !== 'boolean') throw bad('warmOnCursor', 'expected true or false', s.warmOnCursor);
   if (typeof s.enable !== 'boolean') throw bad('enable', 'expected true or false', s.enable);
   return s;
 }
@@ -188,6 +192,7 @@ export function toInitOptions(s: CompleterSettings): InitOptions {
     maxTokens: s.maxTokens,
     debounceMs: s.debounceMs,
     partialAnswerMs: s.partialAnswerMs,
+    warmOnCursor: s.warmOnCursor,
   };
 }
 

@@ -8,7 +8,7 @@ test('defaults give the server defaults, in lsp/config.py shape', () => {
   assert.deepEqual(toInitOptions(from({})), {
     engine: { backend: 'torch', model: 'house:v2/target', draft: 'house:v2/draft', speculation: 'auto',
               num_speculative_tokens: 'adaptive', device: 'auto' },
-    maxTokens: 32, debounceMs: 0, partialAnswerMs: 30,
+    maxTokens: 32, debounceMs: 0, partialAnswerMs: 30, warmOnCursor: true,
   });
   assert.deepEqual(serverCommand(from({})), { command: 'completer-lsp', args: [], transport: { kind: 'stdio' } });
   assert.ok(from({}).languages.includes('python') && !from({}).languages.includes('json'));
@@ -21,7 +21,7 @@ test('user settings map field by field', () => {
   assert.deepEqual(toInitOptions(s), {
     engine: { backend: 'vllm', model: '/models/7b', draft: null, speculation: 'ngram', num_speculative_tokens: 4,
               device: 'cuda:1' },
-    maxTokens: 32, debounceMs: 0, partialAnswerMs: 30,
+    maxTokens: 32, debounceMs: 0, partialAnswerMs: 30, warmOnCursor: true,
   });
   // The arguments go to the server as given: the client library must not add a second --stdio.
   assert.deepEqual(serverCommand(s), { command: 'python', args: ['-m', 'lsp.server'], transport: { kind: 'stdio' } });
@@ -50,6 +50,7 @@ test('bad settings are refused with the setting named', () => {
     [{ maxTokens: 0 }, /completer\.maxTokens/],
     [{ debounceMs: -1 }, /completer\.debounceMs/],
     [{ partialAnswerMs: 'soon' }, /completer\.partialAnswerMs/],
+    [{ warmOnCursor: 'yes' }, /completer\.warmOnCursor/],
     [{ serverCommand: [] }, /completer\.serverCommand/],
     [{ backend: 'tgi' }, /completer\.backend/],
     [{ model: '' }, /completer\.model/],
