@@ -182,16 +182,17 @@ def test_a_cursor_moved_without_typing_is_reported_and_warms_the_prompt(nvim):
     prefills the prompt there (its warm-ups); typing moves are not reported."""
     reports = nvim.lua("require[[completer]].state.cursor_reports")
     warmups = nvim.lua("require[[completer]].stats(0).server.warmups")
-    nvim.keys("1G")
     nvim.keys("4G$")
-    nvim.wait(f"require[[completer]].state.cursor_reports == {reports + 1}", what="one cursor report")
+    nvim.wait(f"require[[completer]].state.cursor_reports > {reports}", what="a cursor report")
     nvim.wait(f"require[[completer]].stats(0).server.warmups > {warmups}", what="the server's warm-up")
     nvim.keys("5GA")
-    nvim.wait(f"require[[completer]].state.cursor_reports == {reports + 2}", what="the report of the move to line 5")
+    nvim.wait(f"require[[completer]].state.cursor_reports > {reports + 1}", what="the report of the move to line 5")
+    time.sleep(0.3)                    # the moves' reports have all come (a slow machine may split 5G and A)
+    settled = nvim.lua("require[[completer]].state.cursor_reports")
     nvim.keys("x = 1")
     nvim.wait("require[[completer]].state.pending == nil")
     time.sleep(0.3)
-    assert nvim.lua("require[[completer]].state.cursor_reports") == reports + 2     # typing is not reported
+    assert nvim.lua("require[[completer]].state.cursor_reports") == settled     # typing is not reported
 
 
 def test_typing_cancels_and_dismiss_clears(nvim):

@@ -155,6 +155,7 @@ test('a cursor moved without typing is reported and the server warms the prompt 
                              { timeout: 10000, polling: 100 });
   await page.keyboard.press('Control+End');
   await page.waitForFunction((n) => window.completer.cursorReports > n, reports + 1, { timeout: 10000 });
+  await new Promise((r) => setTimeout(r, 300));      // every move's report has come (the click may make its own)
   const after = await page.evaluate(() => window.completer.cursorReports);
   await page.keyboard.type('x');           // typing moves the cursor too, and is not reported
   await page.keyboard.press('Backspace');
