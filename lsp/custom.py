@@ -46,13 +46,22 @@ def health(ls, params: Any) -> dict:
             "engineError": ls.engine_host.error, "engineLoadingS": ls.engine_host.loading_s}
 
 
-async def prompt(ls, params: Any) -> dict:
-    """The prompt plan the engine would get at a position (no engine request): for tests and debugging."""
+def position_params(params: Any) -> tuple[Any, types.Position]:
+    """``textDocument.uri`` and ``position`` of a custom message's params (completer/prompt,
+    completer/didMoveCursor); ValueError saying what is missing or not a number."""
     try:
         uri = _field(_field(params, "textDocument"), "uri")
         pos = _field(params, "position")
-        position = types.Position(line=int(_field(pos, "line")), character=int(_field(pos, "character")))
+        return uri, types.Position(line=int(_field(pos, "line")), character=int(_field(pos, "character")))
     except (KeyError, AttributeError, TypeError, ValueError) as e:
+        raise ValueError(str(e)) from None
+
+
+async def prompt(ls, params: Any) -> dict:
+    """The prompt plan the engine would get at a position (no engine request): for tests and debugging."""
+    try:
+        uri, position = position_params(params)
+    except ValueError as e:
         raise JsonRpcInvalidParams(f"completer/prompt needs textDocument.uri and position: {e}") from None
     snap, offset = ls.locate(uri, position)
     try:

@@ -129,6 +129,13 @@ def source(snap: Snapshot) -> SourceFile:
     return SourceFile(uri=snap.uri, language_id=snap.language_id, text=snap.text)
 
 
+def _plan(engine, snap: Snapshot, offset: int, others: Sequence[Snapshot], settings: pipeline.Settings,
+          trees: Trees | None, snippets: Sequence[Snippet]) -> pipeline.PromptPlan:
+    """The prompt plan at ``offset`` of ``snap``: one function for a completion's engine request and the warm-up,
+    whose prompt must be the keystroke's for the engine to reuse what it filled."""
+    return pipeline.plan(source(snap), offset, engine, settings, [source(o) for o in others], trees, snippets)
+
+
 def type_through(shown: _Shown | None, snap: Snapshot, offset: int) -> str | None:
     """The rest of ``shown`` if the document is its anchor text plus a typed prefix of it, else None."""
     if shown is None:
@@ -226,8 +233,7 @@ class Lifecycle:
 
     async def _warm(self, engine, snap: Snapshot, offset: int, others: Sequence[Snapshot], cfg: ServerConfig,
                     trees: Trees | None, snippets: Sequence[Snippet]) -> None:
-        plan = pipeline.plan(source(snap), offset, engine, cfg.settings(), [source(o) for o in others], trees,
-                             snippets)
+        plan = _plan(engine, snap, offset, others, cfg.settings(), trees, snippets)
         request = Request(f"{snap.uri}@{snap.version}#warm{next(_REQUEST_IDS)}", plan.prompt, max_new_tokens=0,
                           cache_key=snap.uri, heal=plan.heal)
         try:
@@ -453,7 +459,7 @@ class Lifecycle:
         engine = await self.host.get(cfg.engine_start_timeout_s)
         waited = time.perf_counter() - t
         settings = cfg.settings()
-        plan = pipeline.plan(source(snap), offset, engine, settings, [source(o) for o in others], trees, snippets)
+        plan = _plan(engine, snap, offset, others, settings, trees, snippets)
         gen = pipeline.Generation(engine, plan, f"{snap.uri}@{snap.version}#{next(_REQUEST_IDS)}", settings,
                                   cache_key=snap.uri)
         flight = Flight(gen, snap.text[:offset], snap.text[offset:])
@@ -505,7 +511,7 @@ class Lifecycle:
             await asyncio.sleep(cfg.debounce_ms / 1000)
         engine = await self.host.get(cfg.engine_start_timeout_s)
         settings = cfg.settings()
-        plan = pipeline.plan(source(snap), offset, engine, settings, [source(o) for o in others], trees, snippets)
+        plan = _plan(engine, snap, offset, others, settings, trees, snippets)
         gen = pipeline.Generation(engine, plan, f"{snap.uri}@{snap.version}#{next(_REQUEST_IDS)}", settings,
                                   cache_key=snap.uri)
         self.stats.engine_requests += 1

@@ -15,26 +15,21 @@ from __future__ import annotations
 
 import logging
 
-from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
+
+from .custom import position_params
 
 log = logging.getLogger(__name__)
 
 DID_MOVE_CURSOR = "completer/didMoveCursor"
 
 
-def _field(obj, name: str):
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-
 def did_move_cursor(ls, params) -> None:
     try:
-        uri = _field(_field(params, "textDocument"), "uri")
-        pos = _field(params, "position")
-        position = types.Position(line=int(_field(pos, "line")), character=int(_field(pos, "character")))
+        uri, position = position_params(params)
         if not isinstance(uri, str) or position.line < 0 or position.character < 0:
             raise ValueError("needs textDocument.uri (a string) and position {line, character} (integers >= 0)")
-    except (ValueError, TypeError, AttributeError) as e:
+    except ValueError as e:
         ls.notify_user(f"{DID_MOVE_CURSOR}: {e}; ignored")
         return
     try:
