@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .context import SNIPPET_SHARE, PromptPlan, Snippet, SourceFile, build_prompt
+from .context.builder import prepare_counter
 from .context.syntax import Trees
 from .engine import Engine, Request
 from .healing import heal_plan
@@ -53,6 +54,47 @@ class Settings:
                                     # models no such next line was right in the CPU replay (bench/results/
                                     # replay-fb6d48f at b4844c3: 0 of 7-15 a round), so it only added wrong ghost text
     snippet_share: float = SNIPPET_SHARE  # most of the prompt budget that context from beyond the open file takes
+    cold_prompt_ms: float = 0.0     # > 0: the budget is cut to what the engine prefills in this time from a cold
+                                    # cache (``prompt_budget``); the server's default is COLD_PROMPT_MS, 0 = off
+
+
+# The server's default ``Settings.cold_prompt_ms`` (setting coldPromptMs). Why: a document's first keystroke (and
+# every one typed meanwhile) waits for its whole prompt; SmolLM2 prefills ~1.7 ms a token on 2 AVX2 cores, so the
+# 1,024-token budget's ~620-token prompts kept fast typists without ghost text for ~2 s at the start of each document.
+# Replay, 1 round, quiet: budget 1,024 / 768 / 512 / 384 gave ghost text before the next key on 71 / 79 / 84 / 91% of
+# keystrokes and right on 17.3 / 19.6 / 20.9 / 19.1% (bench/results/replay-budget/). At 1 s SmolLM2 measures
+# 1.74 ms a token there (TorchEngine._measure_prompt): 512 tokens, mid-way between the steps (1.56-1.95 ms: 512);
+# house v2 measures 0.30 ms and keeps the whole budget.
+COLD_PROMPT_MS = 1000.0
+BUDGET_STEP = 128                   # the cut budget is a multiple of this (a stable prompt start for the KV reuse)
+MIN_COLD_BUDGET = 256               # and never below this
+
+
+def prompt_budget(settings: Settings, engine: Engine) -> int:
+    """The prompt's token budget for ``engine``: ``settings.budget_tokens``, cut with ``settings.cold_prompt_ms``
+    to the tokens the engine prefills in that time from a cold cache (its ``prompt_s_per_token``, measured once at
+    start, so the budget, and with it the prompt's start, stays the same for the engine's life), rounded down to
+    BUDGET_STEP, at least MIN_COLD_BUDGET. An engine that measured nothing (vLLM, remote) keeps the budget."""
+    per_token = getattr(engine, "prompt_s_per_token", None)
+    if settings.cold_prompt_ms <= 0 or not per_token or per_token <= 0:
+        return settings.budget_tokens
+    fits = int(settings.cold_prompt_ms / 1000 / per_token) // BUDGET_STEP * BUDGET_STEP
+    return min(settings.budget_tokens, max(MIN_COLD_BUDGET, fits))
+
+
+def prepare(engine: Engine) -> Engine:
+    """Compute now, at the engine's start, what the first ``plan`` for ``engine`` would compute once: its template
+    (SmolLM2: ~200 ms reading its tokenizer's special tokens) and the prompt builder's token-count cache (~80 ms
+    deciding how its tokenizer splits text). The first keystroke of a fresh server (or its warm-up) waited for both.
+    Returns ``engine``."""
+    try:
+        engine.prompt_template
+    except Exception:  # noqa: BLE001 -- no template: plan() says so when it is asked for one
+        pass
+    count = getattr(engine, "count_tokens", None)
+    if count is not None:
+        prepare_counter(count)
+    return engine
 
 
 def resolve_template(template: str, engine: Engine) -> str:
@@ -88,12 +130,12 @@ def check_template(template: str, engine: Engine) -> str | None:
 def plan(source: SourceFile, offset: int, engine: Engine, settings: Settings = Settings(),
          others: Sequence[SourceFile] = (), trees: Trees | None = None,
          snippets: Sequence[Snippet] = ()) -> PromptPlan:
-    """The prompt plan at ``offset`` of ``source`` within ``settings.budget_tokens`` tokens of ``engine``; with
+    """The prompt plan at ``offset`` of ``source`` within ``prompt_budget(settings, engine)`` tokens; with
     ``settings.token_healing`` the prompt ends on a token boundary (an engine without a ``tokenizer`` is not
     healed). ``trees``: the caller's parse trees of its open documents (incremental re-parsing), if it keeps them.
     ``snippets``: context from beyond the open file that the caller made off the keystroke path."""
     p = build_prompt(source, offset, others=list(others), count_tokens=engine.count_tokens,
-                     budget_tokens=settings.budget_tokens, template=resolve_template(settings.template, engine),
+                     budget_tokens=prompt_budget(settings, engine), template=resolve_template(settings.template, engine),
                      max_tokens=settings.max_tokens, trees=trees, snippets=snippets,
                      snippet_share=settings.snippet_share)
     return heal_plan(p, getattr(engine, "tokenizer", None), settings.heal_word) if settings.token_healing else p

@@ -24,7 +24,7 @@ from typing import Any
 
 from completer.engine import EngineConfig
 from completer.context import SNIPPET_SHARE
-from completer.pipeline import Settings
+from completer.pipeline import COLD_PROMPT_MS, Settings
 from completer.prompt import TEMPLATES
 
 
@@ -105,6 +105,8 @@ class ServerConfig:
     snippet_share: float = SNIPPET_SHARE  # most of the prompt budget those sources take
     warm_on_cursor: bool = True           # prefill the prompt where the editor reports the cursor
                                           # (completer/didMoveCursor, lsp/warm.py) before the user types there
+    cold_prompt_ms: float = COLD_PROMPT_MS  # the budget is cut to what the engine prefills in this time from a
+                                            # cold cache (pipeline.prompt_budget; SmolLM2 on 2 cores: 512); 0 = off
 
     # JSON name -> (field name, validator)
     _KEYS = {
@@ -128,6 +130,7 @@ class ServerConfig:
         "contextSources": ("context_sources", _sources),
         "snippetShare": ("snippet_share", lambda n, v: _number(n, v, 0, 0.6)),
         "warmOnCursor": ("warm_on_cursor", _bool),
+        "coldPromptMs": ("cold_prompt_ms", lambda n, v: _number(n, v, 0, 3_600_000)),
     }
 
     def updated(self, options: Any, where: str = "initializationOptions") -> "ServerConfig":
@@ -163,7 +166,8 @@ class ServerConfig:
     def settings(self) -> Settings:
         """The pipeline's settings: the prompt gets ``min(contextBudgetTokens, maxPromptTokens)`` tokens."""
         return Settings(template=self.template, budget_tokens=min(self.context_budget_tokens, self.max_prompt_tokens),
-                        max_tokens=self.max_tokens, token_healing=self.token_healing, snippet_share=self.snippet_share)
+                        max_tokens=self.max_tokens, token_healing=self.token_healing, snippet_share=self.snippet_share,
+                        cold_prompt_ms=self.cold_prompt_ms)
 
     def to_json(self) -> dict:
         d = {key: getattr(self, fname) for key, (fname, _) in self._KEYS.items()}

@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Callable
 
+from completer import pipeline
 from completer.engine import Engine, EngineConfig, create_engine
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ class EngineHost:
         if old_engine is not None:
             await _close_quietly(old_engine)
         try:
-            engine = await _in_daemon_thread(self._factory, config)
+            engine = await _in_daemon_thread(_build_prepared, self._factory, config)
         except Exception as e:  # the message goes to the user
             log.exception("engine failed to start")
             if self.config is config:
@@ -151,6 +152,11 @@ async def _in_daemon_thread(fn, *args):
 
     threading.Thread(target=run, name="engine-start", daemon=True).start()
     return await done
+
+
+def _build_prepared(factory: Callable[[EngineConfig], Engine], config: EngineConfig) -> Engine:
+    """The engine, with what the first keystroke's plan would compute once computed now (``pipeline.prepare``)."""
+    return pipeline.prepare(factory(config))
 
 
 async def _close_quietly(engine: Engine) -> None:

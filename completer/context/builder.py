@@ -217,6 +217,12 @@ def _count_cache(count_tokens: Callable[[str], int]) -> tuple[dict[str, int] | N
     return _COUNTS[-1], _TOKENIZERS[-1][1]
 
 
+def prepare_counter(count_tokens: Callable[[str], int]) -> None:
+    """Set up the count cache of ``count_tokens``'s tokenizer now (``pipeline.prepare``, at the engine's start)
+    rather than in the first prompt it builds."""
+    _count_cache(count_tokens)
+
+
 def _safe_counter(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
     """``count_tokens`` that never raises (a tokenizer that chokes on odd text must not cost the completion), with
     counts remembered (``_count_cache``)."""

@@ -187,6 +187,11 @@ class SupervisedEngine:
     def prompt_template(self) -> str:
         return self.inner.prompt_template
 
+    @property
+    def prompt_s_per_token(self) -> float | None:
+        """The current engine's measured time per token of a cold prompt (``pipeline.prompt_budget``), or None."""
+        return getattr(self.inner, "prompt_s_per_token", None)
+
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(clean_surrogates(text))
 

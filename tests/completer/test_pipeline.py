@@ -148,3 +148,39 @@ async def test_house_model_at_a_finished_line_end_shows_the_next_line(house_engi
     if want:
         assert text[len(want):].strip()
     await engine.close()
+
+
+class _Measured:
+    """An engine's cold-prompt speed, the one thing prompt_budget reads of it."""
+
+    def __init__(self, per_token):
+        self.prompt_s_per_token = per_token
+
+
+@pytest.mark.parametrize("budget, cold_ms, per_token, want", [
+    (1024, 0, 0.0017, 1024),          # off
+    (1024, 1000, None, 1024),         # nothing measured (vLLM, remote): the whole budget
+    (1024, 1000, 0.0003, 1024),       # house v2 on 2 cores: 3,333 tokens fit
+    (1024, 1000, 0.00174, 512),       # SmolLM2 on 2 cores: 574 fit, down to a step of 128
+    (1024, 1000, 0.0025, 384),
+    (1024, 1000, 0.05, 256),          # never below MIN_COLD_BUDGET
+    (200, 1000, 0.05, 200),           # nor above the budget asked for
+])
+def test_prompt_budget_is_cut_to_what_the_engine_prefills_in_time(budget, cold_ms, per_token, want):
+    settings = pipeline.Settings(budget_tokens=budget, cold_prompt_ms=cold_ms)
+    assert pipeline.prompt_budget(settings, _Measured(per_token)) == want
+
+
+async def test_a_plan_keeps_to_the_cut_budget(make_engine):
+    """The prompt of a long document stays within what the engine's measured speed allows in cold_prompt_ms."""
+    engine = make_engine(speculation="none")
+    doc = "".join(f"def f{i}(x):\n    return x * {i} + {i * 7}\n\n" for i in range(300))
+    src = SourceFile("file:///work/long.py", "python", doc)
+    whole = pipeline.plan(src, len(doc), engine, pipeline.Settings(template="house", budget_tokens=1024))
+    engine.prompt_s_per_token = 0.001                           # as a model ~3x slower than this one would measure
+    cut = pipeline.plan(src, len(doc), engine, pipeline.Settings(template="house", budget_tokens=1024,
+                                                                 cold_prompt_ms=300))
+    n_whole, n_cut = engine.count_tokens(whole.prompt), engine.count_tokens(cut.prompt)
+    assert n_cut <= 256 < n_whole <= 1024
+    assert whole.prompt.endswith(cut.prompt[-200:])             # the same near prefix, less of the file before it
+    await engine.close()

@@ -45,3 +45,11 @@ def test_token_healing_reaches_the_pipeline_settings():
     assert ServerConfig.from_options({"tokenHealing": False}).settings().token_healing is False
     with pytest.raises(ConfigError, match=r"tokenHealing: expected true or false"):
         ServerConfig.from_options({"tokenHealing": "no"})
+
+
+def test_cold_prompt_ms_reaches_the_pipeline_settings():
+    from completer.pipeline import COLD_PROMPT_MS
+    assert ServerConfig.from_options(None).settings().cold_prompt_ms == COLD_PROMPT_MS > 0
+    assert ServerConfig.from_options({"coldPromptMs": 0}).settings().cold_prompt_ms == 0
+    with pytest.raises(ConfigError, match=r"coldPromptMs: must be in 0"):
+        ServerConfig.from_options({"coldPromptMs": -5})

@@ -17,6 +17,7 @@ import contextlib
 import functools
 import os
 import threading
+import time
 from typing import AsyncIterator
 
 import torch
@@ -115,6 +116,7 @@ class TorchEngine(InputProcessing, Scheduling, OutputProcessing, StepCosts, Step
         # token healing's table of the vocabulary, now rather than on the first healed keystroke (SmolLM2's 49k
         # tokens: ~350 ms that the first keystroke of a fresh server waited for; the house vocabulary: a few ms)
         healing.prepare(self.tokenizer)
+        self.prompt_s_per_token = _in_model_thread(self._measure_prompt)
         self._init_state()
 
     def _load(self, config: EngineConfig) -> None:
@@ -161,6 +163,26 @@ class TorchEngine(InputProcessing, Scheduling, OutputProcessing, StepCosts, Step
         self.packing = self.target.packing or self.packing
         self.threads = (ThreadChooser(config.threads or os.cpu_count() or 1, config.adaptive_threads)
                         if self.device.type == "cpu" else None)
+
+    @torch.inference_mode()
+    def _measure_prompt(self) -> float:
+        """Seconds per token of a cold prompt here: the best of two 64-token forwards on a fresh cache with the most
+        threads the engine may use (~0.2 s of SmolLM2's start on 2 cores, ~10 ms of the house model's). What
+        ``pipeline.prompt_budget`` sizes the prompt by (setting coldPromptMs): measured once, so the budget, and
+        with it the prompt's start that the KV reuse keys on, stays the same for the engine's life."""
+        n = max(1, min(64, self.target.config.max_position_embeddings - 1))
+        ids = torch.tensor([[i % self.n_vocab for i in range(n)]], dtype=torch.long, device=self.device)
+        if self.threads is not None:
+            torch.set_num_threads(self.threads.candidates[-1])
+        best = float("inf")
+        for _ in range(2):
+            cache = self.target.new_cache(n + 1)
+            t0 = time.perf_counter()
+            self.target(ids, cache=cache, last_only=True)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize()
+            best = min(best, time.perf_counter() - t0)
+        return best / n
 
     def _init_state(self) -> None:
         self._spec_costs: tuple[float, float] | None = None     # (c, v), see _speculation_costs

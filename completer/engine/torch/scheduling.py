@@ -24,6 +24,9 @@ BURST_S = 0.025         # longest run of model steps for one request between vis
 # A prompt's tokens per model step (a longer one is prefilled in chunks, ``_prefill_step``): an abort or another
 # request waits for one chunk at most (SmolLM2 on 2 AVX2 cores: ~2.4 ms a token, so ~0.3 s; the house model ~10x less)
 PREFILL_CHUNK = 128
+# the chunk of a step that measures another thread count than the prompt phase's best (``ThreadChooser.trial``):
+# one thread's samples cost two 128-token chunks at ~1.6x the time on a document's cold prompt (issue 29)
+TRIAL_CHUNK = 32
 
 
 class Scheduling:
@@ -239,8 +242,11 @@ class Scheduling:
         req = run.request
         cache = run.caches.target
         new = len(run.prompt) - common_prefix(cache, run.prompt)
-        if new > PREFILL_CHUNK + PREFILL_CHUNK // 2 or (req.max_new_tokens == 0 and new > 0):
-            n = min(new, PREFILL_CHUNK)
+        chunk = PREFILL_CHUNK
+        if self.threads is not None and self.threads.trial("prompt"):   # a prompt chunk still measured as "prompt"
+            chunk = max(SMALL_STEP + 1, min(TRIAL_CHUNK, PREFILL_CHUNK))
+        if new > chunk + chunk // 2 or (req.max_new_tokens == 0 and new > 0):
+            n = min(new, chunk)
             with self._phase("prompt", n) if n > SMALL_STEP else self._phase("step"):
                 catch_up(self.target, cache, run.prompt[:len(run.prompt) - new + n], self.n_vocab)
             if n < new or req.max_new_tokens:

@@ -62,18 +62,36 @@ class ThreadChooser:
         return min(self.candidates, key=lambda n: (arms[n].mean if arms[n].count else float("inf"), n))
 
     def pick(self, phase: str) -> int:
+        n, retry = self._next(phase)
+        if n is None:
+            best = self.best(phase)
+            self._since[phase] += 1
+            if retry:
+                self._since[phase] = 0
+                arms = self._arms[phase]
+                return min((c for c in self.candidates if c != best), key=lambda c: arms[c].count)
+            return best
+        return n
+
+    def _next(self, phase: str) -> tuple[int | None, bool]:
+        """(a candidate still measured for the first times, or None; whether the next pick re-tries a loser)."""
         arms = self._arms[phase]
-        order = reversed(self.candidates) if phase == "prompt" else self.candidates
+        order = list(reversed(self.candidates)) if phase == "prompt" else self.candidates
         for n in order:                                     # every candidate measured twice before choosing
             if arms[n].count < 2:
-                return n
-        best = self.best(phase)
-        self._since[phase] += 1
-        if len(self.candidates) > 1 and self._since[phase] >= self._gap[phase]:
-            self._since[phase] = 0
-            others = [n for n in self.candidates if n != best]
-            return min(others, key=lambda n: arms[n].count)   # re-try the least measured loser
-        return best
+                return n, False
+        return None, len(self.candidates) > 1 and self._since[phase] + 1 >= self._gap[phase]
+
+    def trial(self, phase: str) -> bool:
+        """Whether the next pick of ``phase`` measures a count that is not the one it would use now: a later
+        candidate's first samples, or a re-try of a loser. The prompt phase runs such a step on a short chunk
+        (``scheduling._prefill_step``): one thread's first samples had cost a cold SmolLM2 prompt two full chunks
+        at ~1.6x the time (issue 29)."""
+        n, retry = self._next(phase)
+        if n is None:
+            return retry
+        order = list(reversed(self.candidates)) if phase == "prompt" else self.candidates
+        return n != order[0]
 
     def record(self, phase: str, threads: int, seconds: float, units: int = 1) -> None:
         arm = self._arms[phase][threads]

@@ -110,3 +110,21 @@ def test_a_losing_count_is_retried_at_least_every_max_gap_steps():
     picks = serve(ch, "step", {1: 0.003, 2: 0.008}, 1000)
     retries = [i for i, n in enumerate(picks) if n == 2]
     assert max(b - a for a, b in zip(retries, retries[1:])) <= 65
+
+
+def test_trial_says_which_picks_measure_another_count_than_the_one_in_use():
+    """trial() (the prompt phase runs such a pick on a short chunk: scheduling.TRIAL_CHUNK) is true for the first
+    samples of a count after the first one and for re-tries of a loser, false for the count in use; asking does not
+    change what pick() returns."""
+    ch = ThreadChooser(2, first_gap=3)
+    seen = []
+    for _ in range(12):
+        t = ch.trial("prompt")
+        assert ch.trial("prompt") == t                  # no side effect
+        n = ch.pick("prompt")
+        ch.record("prompt", n, {1: 0.004, 2: 0.002}[n])
+        seen.append((n, t))
+    assert seen[:4] == [(2, False), (2, False), (1, True), (1, True)]
+    assert all(t == (n == 1) for n, t in seen)          # later: the re-tries of one thread, and only those
+    assert any(n == 1 for n, _ in seen[4:])
+    assert ThreadChooser(4, adaptive=False).trial("prompt") is False

@@ -366,6 +366,33 @@ async def test_a_long_prompt_is_prefilled_in_chunks_with_the_same_output(make_en
     await whole.close(), await chunked.close()
 
 
+async def test_a_prompt_step_that_measures_another_thread_count_runs_a_short_chunk(make_engine, monkeypatch):
+    """The thread chooser's first samples of one thread for the prompt phase (and its later re-tries) run
+    TRIAL_CHUNK tokens, not a whole chunk: on a cold document one thread's full chunks had cost ~0.4 s more
+    (issue 29); the text is the same."""
+    from completer.engine.torch import scheduling
+    from completer.engine.torch.threads import ThreadChooser
+
+    monkeypatch.setattr(scheduling, "PREFILL_CHUNK", 40)
+    monkeypatch.setattr(scheduling, "TRIAL_CHUNK", 20)
+    whole = make_engine(speculation="none")
+    want, _, _ = await collect(whole, Request("w", LONG, max_new_tokens=6))
+    eng = make_engine(speculation="none")
+    eng.threads = ThreadChooser(2)                         # fresh: the prompt phase measures 2, 2, then 1, 1
+    real, calls = scheduling.catch_up, []
+    monkeypatch.setattr(scheduling, "catch_up", lambda *a: calls.append(len(a[2])) or real(*a))
+    got, _, _ = await collect(eng, Request("c", LONG, max_new_tokens=6))
+    assert got == want
+    assert [b - a for a, b in zip([0, *calls], calls)][:5] == [40, 40, 20, 20, 40]
+    await whole.close(), await eng.close()
+
+
+def test_the_engine_measures_its_cold_prompt_speed(make_engine):
+    """pipeline.prompt_budget sizes the prompt by it (setting coldPromptMs)."""
+    eng = make_engine(speculation="none")
+    assert 0 < eng.prompt_s_per_token < 1
+
+
 async def test_a_request_for_no_tokens_fills_the_documents_cache(make_engine, monkeypatch):
     """A warm-up (max_new_tokens 0: lsp/warm.py) generates nothing and leaves the prompt in the document's cache:
     the keystroke's request after it runs only its new tokens."""
