@@ -20,6 +20,7 @@ from .syntax import Item, Trees, outline
 log = logging.getLogger(__name__)
 
 ANCHOR_STEP = 16        # the prefix window starts at a line number that is a multiple of this
+LINE_RESERVE = 32       # tokens the cursor's line counts as at least when the window's start is chosen
 NEAR_SHARE = 0.5        # share of the budget reserved for the near prefix before any context
 SUFFIX_SHARE = 0.25     # most of the budget the suffix may take
 SUFFIX_MAX_LINES = 40
@@ -107,16 +108,25 @@ class Lines:
 
 
 def _earliest_fit(before: str, budget: int, count, lines: Lines, step: int, lo_line: int) -> int | None:
-    """The earliest line >= lo_line that is a multiple of ``step`` and whose text up to the cursor fits."""
+    """The earliest line >= lo_line that is a multiple of ``step`` and whose text up to the cursor fits, the
+    cursor's own line counted as at least LINE_RESERVE tokens: so typing within a line shorter than that does not
+    move the start (each move changes the prompt's start, and the engine prefills the whole prompt again; at the
+    budget's edge a word's last letter, which merges tokens, had moved it back and forth: issue 29)."""
     limit = budget * CHARS_PER_TOKEN_MAX
     first = -(-max(lo_line, lines.first) // step) * step
     cands = [a for a in range(first, lines.cur + 1, step) if len(before) - lines.start(a) <= limit]
-    if not cands or count(before[lines.start(cands[-1]):]) > budget:
+    line_start = lines.start(lines.cur)
+    line = max(LINE_RESERVE, count(before[line_start:]))
+
+    def fits(a: int) -> bool:
+        return count(before[lines.start(a):line_start]) + line <= budget
+
+    if not cands or not fits(cands[-1]):
         return None
     lo, hi = 0, len(cands) - 1        # fit is monotonic in the anchor: binary search the first that fits
     while lo < hi:
         mid = (lo + hi) // 2
-        if count(before[lines.start(cands[mid]):]) <= budget:
+        if fits(cands[mid]):
             hi = mid
         else:
             lo = mid + 1

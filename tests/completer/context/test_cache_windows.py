@@ -34,6 +34,23 @@ def test_each_keystroke_shares_all_but_the_end(count_tokens):
     assert shared.count(False) <= 1, shared
 
 
+def test_typing_a_short_line_never_moves_the_window(count_tokens):
+    """Whatever the budget, typing within a line shorter than LINE_RESERVE tokens keeps the prompt's start (at the
+    budget's edge a letter that merges tokens had moved it back and forth, a whole prefill each time: issue 29)."""
+    mid = BODY.index("def f120")
+    typed = "compute(values, scale)"
+    moved = []
+    for budget in range(200, 520, 8):
+        prompts = []
+        for k in range(len(typed) + 1):
+            text = BODY[:mid] + typed[:k] + "\n" + BODY[mid:]
+            prompts.append(build_prompt(SourceFile("file:///t/m.py", "python", text), mid + k,
+                                        count_tokens=count_tokens, budget_tokens=budget, template="house").prompt)
+        tail = len("<|fim_middle|>")
+        moved += [budget for p1, p2 in zip(prompts, prompts[1:]) if _common(p1, p2) < len(p1) - tail]
+    assert moved == []
+
+
 def test_window_moves_in_coarse_steps_over_many_lines(count_tokens):
     lines = [f"v{i} = v{i - 1} + {i}\n" for i in range(1, 121)]
     prompts = []
