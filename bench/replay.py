@@ -340,7 +340,8 @@ async def run_config(name: str, options: dict, traces: list[tuple[str, tr.Trace]
     return {"name": name, "options": options, "server_cmd": server_cmd, "engine_ready_s": ready_s, "traces": per_trace,
             "server": counted_between(before.get("server"), after.get("server")),
             "engine": counted_between(before.get("engine"), after.get("engine")),
-            "engine_config": (after.get("config") or {}).get("engine"), "messages": client.messages[-20:]}
+            "engine_config": (after.get("config") or {}).get("engine"), "prompt": after.get("prompt"),
+            "messages": client.messages[-20:]}
 
 
 def start_load(cores: int):

@@ -38,6 +38,7 @@ from pygls.protocol import LanguageServerProtocol, default_converter
 from pygls.protocol.language_server import lsp_method
 from pygls.feature_manager import is_thread_function
 
+from completer import pipeline
 from completer.context.languages import canonical_language
 from completer.engine import EngineError
 from completer.engine.base import RequestError
@@ -288,6 +289,7 @@ class CompleterServer(LanguageServer):
             "engineReady": engine is not None,
             "engineError": self.engine_host.error,
             "engineLoadingS": self.engine_host.loading_s,
+            "prompt": prompt_stats(self.config.settings(), engine),
             "documents": len(self.documents),
             "positionEncoding": self.documents.encoding,
             "inbox": dataclasses.asdict(self.inbox.stats) if self.inbox is not None else None,
@@ -295,6 +297,16 @@ class CompleterServer(LanguageServer):
             "context": self.context.snapshot_stats(),
             "outcomes": self.outcomes.snapshot(),
         }
+
+
+def prompt_stats(settings: pipeline.Settings, engine) -> dict | None:
+    """The prompt budget the engine gets (``pipeline.prompt_budget``: cut by coldPromptMs to what it prefills in
+    that time) and the cold-prompt speed it measured at start; None before the engine is ready."""
+    if engine is None:
+        return None
+    per_token = getattr(engine, "prompt_s_per_token", None)
+    return {"budgetTokens": pipeline.prompt_budget(settings, engine),
+            "coldMsPerToken": round(per_token * 1000, 4) if per_token else None}
 
 
 def with_selection(snap: Snapshot, selected: types.SelectedCompletionInfo) -> tuple[Snapshot, int]:
