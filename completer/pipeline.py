@@ -61,13 +61,14 @@ class Settings:
 # The server's default ``Settings.cold_prompt_ms`` (setting coldPromptMs). Why: a document's first keystroke (and
 # every one typed meanwhile) waits for its whole prompt; SmolLM2 prefills ~1.7 ms a token on 2 AVX2 cores, so the
 # 1,024-token budget's ~620-token prompts kept fast typists without ghost text for ~2 s at the start of each document.
-# Replay, 1 round, quiet: budget 1,024 / 768 / 512 / 384 gave ghost text before the next key on 71 / 79 / 84 / 91% of
-# keystrokes and right on 17.3 / 19.6 / 20.9 / 19.1% (bench/results/replay-budget/). At 1 s SmolLM2 measures
-# 1.74 ms a token there (TorchEngine._measure_prompt): 512 tokens, mid-way between the steps (1.56-1.95 ms: 512);
-# house v2 measures 0.30 ms and keeps the whole budget.
+# Replays, 3 rounds each (bench/results/replay-cold/): SmolLM2 with the cut budget had ghost text before the next key
+# on 90.1% of keystrokes quiet, 92.2% busy (the whole budget: 70.9 / 55.2%), right on 22.0 / 18.1% (18.4 / 13.6%).
+# The engine measures 1.1-2.0 ms a token quiet (384-640 tokens at 1 s), house v2 0.3 ms (the whole budget).
 COLD_PROMPT_MS = 1000.0
 BUDGET_STEP = 128                   # the cut budget is a multiple of this (a stable prompt start for the KV reuse)
-MIN_COLD_BUDGET = 256               # and never below this
+# and never below this: with a core busy SmolLM2 measured 2.9-4.7 ms a token (256 tokens), and a fixed 384 was right
+# more often there (20.4 vs 18.1%, rounds apart) and in time as often (93.0 vs 92.2%): bench/results/replay-cold/
+MIN_COLD_BUDGET = 384
 
 
 def prompt_budget(settings: Settings, engine: Engine) -> int:

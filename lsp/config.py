@@ -106,7 +106,7 @@ class ServerConfig:
     warm_on_cursor: bool = True           # prefill the prompt where the editor reports the cursor
                                           # (completer/didMoveCursor, lsp/warm.py) before the user types there
     cold_prompt_ms: float = COLD_PROMPT_MS  # the budget is cut to what the engine prefills in this time from a
-                                            # cold cache (pipeline.prompt_budget; SmolLM2 on 2 cores: 512); 0 = off
+                                            # cold cache (pipeline.prompt_budget; SmolLM2 on 2 cores: 384-640); 0 = off
 
     # JSON name -> (field name, validator)
     _KEYS = {
