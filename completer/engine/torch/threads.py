@@ -76,11 +76,14 @@ class ThreadChooser:
     def _next(self, phase: str) -> tuple[int | None, bool]:
         """(a candidate still measured for the first times, or None; whether the next pick re-tries a loser)."""
         arms = self._arms[phase]
-        order = list(reversed(self.candidates)) if phase == "prompt" else self.candidates
-        for n in order:                                     # every candidate measured twice before choosing
+        for n in self._order(phase):                        # every candidate measured twice before choosing
             if arms[n].count < 2:
                 return n, False
         return None, len(self.candidates) > 1 and self._since[phase] + 1 >= self._gap[phase]
+
+    def _order(self, phase: str) -> list[int]:
+        """The order in which ``phase`` measures the candidates first: the most threads first for a prompt."""
+        return list(reversed(self.candidates)) if phase == "prompt" else self.candidates
 
     def trial(self, phase: str) -> bool:
         """Whether the next pick of ``phase`` measures a count that is not the one it would use now: a later
@@ -90,8 +93,7 @@ class ThreadChooser:
         n, retry = self._next(phase)
         if n is None:
             return retry
-        order = list(reversed(self.candidates)) if phase == "prompt" else self.candidates
-        return n != order[0]
+        return n != self._order(phase)[0]
 
     def record(self, phase: str, threads: int, seconds: float, units: int = 1) -> None:
         arm = self._arms[phase][threads]
