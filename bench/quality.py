@@ -657,7 +657,7 @@ def default_configs() -> dict[str, dict]:
     healing) each of house, house-v2 and SmolLM2 with it flipped, so every fix is compared on and off in one run."""
     from dataclasses import fields
 
-    from completer.models.gguf import smollm2_path
+    from completer.models import smollm2_path
     from completer.pipeline import Settings
     cfgs = dict(DEFAULT_CONFIGS)
     if smollm2_path() is None:
@@ -670,7 +670,7 @@ def default_configs() -> dict[str, dict]:
     return cfgs
 
 
-CROSSFILE_MODEL = {"model": "house:v2/target", "speculation": "none"}     # the server's default model
+CROSSFILE_MODEL = {"model": "house:v2/target", "speculation": "none"}     # the house pair (the default until issue 29)
 CROSSFILE_CONFIGS = {
     "no context": {**CROSSFILE_MODEL},
     "imports": {**CROSSFILE_MODEL, "context": ["imports"]},

@@ -55,17 +55,18 @@ def load_settings() -> dict:
 
 # --- engine ---------------------------------------------------------------------------------------------------
 def engine_options() -> tuple[dict, str, list[str]]:
-    """(engine settings, description, extra server args): the shipped default house pair (EngineConfig's: house
-    v2 since issue 12; runs before that used v1, house:target + house:draft), which the figures are about."""
-    from completer.engine.config import DEFAULT_DRAFT, DEFAULT_MODEL
+    """(engine settings, description, extra server args): the shipped house pair (house v2 since issue 12; runs
+    before that used v1, house:target + house:draft; the embedded default until issue 29), which the figures are
+    about."""
+    from completer.engine.config import HOUSE_DRAFT, HOUSE_MODEL
 
     try:
-        for spec in (DEFAULT_MODEL, DEFAULT_DRAFT):
+        for spec in (HOUSE_MODEL, HOUSE_DRAFT):
             resolve_model(spec)
     except FileNotFoundError as e:
         raise SystemExit(f"the house pair is not installed ({e}); reinstall the package (pip install -e .)")
-    return ({"model": DEFAULT_MODEL, "draft": DEFAULT_DRAFT, "device": "cpu"},
-            f"house v2 target + draft ({DEFAULT_MODEL} + {DEFAULT_DRAFT})", [])
+    return ({"model": HOUSE_MODEL, "draft": HOUSE_DRAFT, "device": "cpu"},
+            f"house v2 target + draft ({HOUSE_MODEL} + {HOUSE_DRAFT})", [])
 
 
 # --- 1. fuzz --------------------------------------------------------------------------------------------------

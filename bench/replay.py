@@ -379,12 +379,12 @@ def parse_kv(items: list[str], what: str) -> dict:
 
 def house_info(model: str | None = None) -> dict | None:
     """Which shipped house pair ran (its training metadata), so results say what model produced them: the pair of
-    ``model``, the engine's model setting (None: the engine's default, house v2), read from that pair's folder
+    ``model``, the engine's model setting (None: the embedded engine's default), read from that pair's folder
     (``house:target`` -> completer/models/house/, ``house:v2/target`` -> completer/models/house/v2/); None for a
     model that is not a shipped house model."""
-    from completer.engine.config import DEFAULT_MODEL
+    from completer.engine.config import DEFAULT, default_model
 
-    spec = model or DEFAULT_MODEL
+    spec = default_model() if model in (None, DEFAULT) else model
     if not spec.startswith("house:"):
         return None
     house = HERE.parent / "completer" / "models" / "house"

@@ -34,7 +34,7 @@ import torch
 from tqdm import tqdm
 
 from completer.engine import EngineConfig, Request
-from completer.engine.config import DEFAULT_DRAFT, DEFAULT_MODEL
+from completer.engine.config import HOUSE_DRAFT, HOUSE_MODEL
 from completer.engine.torch.engine import TorchEngine
 from completer.prompt import fim_prompt
 from completer.stats import nearest_rank
@@ -328,8 +328,8 @@ def plot(res: dict, path: Path) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default=DEFAULT_MODEL, help=f"target (default {DEFAULT_MODEL}; house v1: house:target)")
-    p.add_argument("--draft", default=DEFAULT_DRAFT, help=f"draft (default {DEFAULT_DRAFT}; house v1: house:draft)")
+    p.add_argument("--model", default=HOUSE_MODEL, help=f"target (default {HOUSE_MODEL}; house v1: house:target)")
+    p.add_argument("--draft", default=HOUSE_DRAFT, help=f"draft (default {HOUSE_DRAFT}; house v1: house:draft)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--prompts", type=int, default=6)
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: small models, shared CPUs)")

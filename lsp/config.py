@@ -3,7 +3,7 @@
 JSON keys are camelCase; ``engine`` is the :class:`completer.engine.EngineConfig` dict (its own snake_case field
 names). Example with the defaults::
 
-    {"engine": {"backend": "torch", "model": "house:v2/target", "draft": "house:v2/draft", "speculation": "auto", ...},
+    {"engine": {"backend": "torch", "model": "default", "draft": "default", "speculation": "auto", ...},
      "maxTokens": 32, "debounceMs": 0, "contextBudgetTokens": 1024, "cancelStaleRequests": true,
      "typeThroughCache": true, "template": "auto", "maxDocumentChars": 2000000, "maxPromptTokens": 4096,
      "engineStartTimeoutS": 300, "reuseInFlight": true, "earlyAnswer": false, "adaptiveDebounce": false,
@@ -179,7 +179,7 @@ class ServerConfig:
 def _engine(name: str, current: EngineConfig, value: Any) -> EngineConfig:
     if not isinstance(value, dict):
         raise ConfigError(f"{name}: expected an object, got {type(value).__name__}")
-    merged = {**dataclasses.asdict(current), **value}
+    merged = {**current.given(), **value}      # a model left to its default follows a change of backend
     try:
         return EngineConfig.from_dict(merged)
     except (TypeError, ValueError) as e:

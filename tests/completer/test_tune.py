@@ -118,7 +118,7 @@ def test_a_choice_saved_for_house_v1_is_not_used_for_house_v2(tmp_path, monkeypa
 
     monkeypatch.setenv("COMPLETER_TUNE_DIR", str(tmp_path))
     v1 = EngineConfig(model="house:target", draft="house:draft")
-    v2 = EngineConfig()
+    v2 = EngineConfig(model="house:v2/target")
     assert choice_path(v1) != choice_path(v2)
     settings = {"speculation": "ngram", "num_speculative_tokens": 4}
     choice_path(v1).write_text(json.dumps({"measured_for": measured_for(v1), "settings": settings,

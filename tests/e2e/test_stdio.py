@@ -59,7 +59,7 @@ async def test_ghost_text_for_python_file(client):
 async def test_the_server_runs_the_shipped_house_pair(client):
     """What the end-to-end tests promise: the engine behind the server is the shipped pair, not a stand-in."""
     engine = (await stats(client))["config"]["engine"]
-    assert (engine["model"], engine["draft"]) == ("house:v2/target", "house:v2/draft"), engine   # the default
+    assert (engine["model"], engine["draft"]) == ("house:v2/target", "house:v2/draft"), engine   # house_options
 
 
 async def _start_inflight(client, uri, line, ch, msg_id=None):

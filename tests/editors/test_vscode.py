@@ -58,12 +58,12 @@ def test_editor_settings_match_the_servers_engine_settings():
     props = json.loads((VSCODE / "package.json").read_text())["contributes"]["configuration"]["properties"]
     assert props["completer.speculation"]["enum"] == list(config.SPECULATION)
     assert props["completer.backend"]["enum"] == list(config.BACKENDS)
-    defaults = config.EngineConfig()
+    defaults = {f.name: f.default for f in dataclasses.fields(config.EngineConfig)}
     own = {"backend": "backend", "model": "model", "draft": "draft", "drafter": "drafter",
            "speculation": "speculation", "numSpeculativeTokens": "num_speculative_tokens", "device": "device"}
     for setting, field in own.items():                     # the editor's defaults are the server's
-        assert props[f"completer.{setting}"]["default"] == getattr(defaults, field), setting
-    assert defaults.model == "house:v2/target" and props["completer.drafter"]["default"] is None   # issue 12
+        assert props[f"completer.{setting}"]["default"] == defaults[field], setting
+    assert defaults["model"] == defaults["draft"] == config.DEFAULT and props["completer.drafter"]["default"] is None
     import re                                              # the drafter that ships per target, as the server's
     m = re.search(r"export const HOUSE_DRAFTERS[^=]*= \{(.*?)\};", (VSCODE / "src" / "settings.ts").read_text(), re.S)
     assert m and dict(re.findall(r"'([^']*)': '([^']*)'", m.group(1))) == config.HOUSE_DRAFTERS

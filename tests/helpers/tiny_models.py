@@ -39,10 +39,11 @@ def house_available() -> bool:
 
 
 def house_options() -> dict:
-    """``initializationOptions.engine`` for the shipped default house pair (house v2) on CPU."""
-    from completer.engine.config import DEFAULT_DRAFT, DEFAULT_MODEL
+    """``initializationOptions.engine`` for the shipped house pair (house v2) on CPU: the tests' model (the embedded
+    default is SmolLM2 where it is installed, ~10x the house target's compute per token)."""
+    from completer.engine.config import HOUSE_DRAFT, HOUSE_MODEL
 
-    return {"model": DEFAULT_MODEL, "draft": DEFAULT_DRAFT, "device": "cpu"}
+    return {"model": HOUSE_MODEL, "draft": HOUSE_DRAFT, "device": "cpu"}
 
 
 def house_v1_options() -> dict:

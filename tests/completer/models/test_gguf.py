@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from completer.models import resolve_model
-from completer.models.gguf import GGUFError, materialise, read_state_dict, smollm2_path
+from completer.models import smollm2_path
+from completer.models.gguf import GGUFError, materialise, read_state_dict
 from completer.models.llama import LlamaForCausalLM
 from completer.training.gguf_write import write_gguf   # the project's one GGUF writer (llama.cpp's layout, per-part quantisation)
 from tests.helpers.tiny_models import random_lm

@@ -16,7 +16,7 @@ import torch
 
 from completer.models import HOUSE_DIR, quant, resolve_model
 from completer.training import train
-from completer.models.gguf import smollm2_path
+from completer.models import smollm2_path
 from completer.models.llama import LlamaForCausalLM
 
 

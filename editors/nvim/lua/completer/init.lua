@@ -2,7 +2,7 @@
 --
 --   require("completer").setup({
 --     cmd = { "completer-lsp", "--stdio" },
---     init_options = { engine = { model = "house:v2/target", draft = "house:v2/draft", speculation = "auto",
+--     init_options = { engine = { model = "default", draft = "default", speculation = "auto",
 --                                 num_speculative_tokens = "adaptive" }, maxTokens = 32, debounceMs = 0 },
 --     filetypes = { "python", "lua", ... },   -- nil: every buffer with a filetype
 --     keys = { accept = "<Tab>", accept_line = "<C-l>", dismiss = "<C-]>" },
