@@ -85,6 +85,7 @@ def torch_worker(threads: int, configs: list[str], quantization: str | None, mod
     from completer.engine import EngineConfig, Request
     from completer.engine.torch.engine import TorchEngine
 
+    runtime = rss_mb()                                    # the interpreter with torch and the engine's modules
     loop = asyncio.new_event_loop()
     engines = {}
     for name in configs:
@@ -114,7 +115,7 @@ def torch_worker(threads: int, configs: list[str], quantization: str | None, mod
         t1 = time.perf_counter()
         return toks, (timing.pop(rid) - t0) * 1e3, (t1 - t0) * 1e3
 
-    print(json.dumps({"ready": True, "rss_mb": rss_mb()}), flush=True)
+    print(json.dumps({"ready": True, "rss_mb": rss_mb(), "runtime_rss_mb": runtime}), flush=True)
     n = 0
     for line in sys.stdin:
         msg = json.loads(line)
@@ -135,6 +136,8 @@ def torch_worker(threads: int, configs: list[str], quantization: str | None, mod
 def llama_worker(threads: int, configs: list[str], gguf_dir: str) -> None:
     import llama_cpp
     import llama_cpp.llama as ll
+
+    runtime = rss_mb()                                    # the interpreter with llama-cpp-python and its library
 
     default = llama_cpp.llama_model_default_params
 
@@ -159,7 +162,7 @@ def llama_worker(threads: int, configs: list[str], gguf_dir: str) -> None:
         t1 = time.perf_counter()
         return toks, (t_first - t0) * 1e3, (t1 - t0) * 1e3
 
-    print(json.dumps({"ready": True, "rss_mb": rss_mb()}), flush=True)
+    print(json.dumps({"ready": True, "rss_mb": rss_mb(), "runtime_rss_mb": runtime}), flush=True)
     for line in sys.stdin:
         msg = json.loads(line)
         llm = models[msg["config"]]
@@ -180,6 +183,7 @@ class Worker:
                                      cwd=str(ROOT))
         hello = self._read()
         self.rss_after_load = hello["rss_mb"]
+        self.rss_runtime = hello.get("runtime_rss_mb")
 
     def _read(self) -> dict:
         line = self.proc.stdout.readline()
@@ -305,9 +309,15 @@ def markdown(res: dict) -> str:
         lines.append(f"| {r['mode']} | {r['threads']} | {r['decode_ratio']:.2f} | {r['best_torch']} | "
                      f"{r['latency_ratio_best']:.2f} | {r['prefill_ratio']:.2f} |")
     lines += ["", "## Memory (VmRSS of a fresh worker process, 1 thread)", "",
-              "| engine | config | after load MB | after one request MB |", "|---|---|---|---|"]
+              "runtime: the process after its imports (Python with torch and the engine's modules, or with "
+              "llama-cpp-python), before any model; what the model and its request add is the rest.", "",
+              "| engine | config | runtime MB | after load MB | after one request MB | added by model and request MB |",
+              "|---|---|---|---|---|---|"]
     for r in res["rss"]:
-        lines.append(f"| {r['engine']} | {r['config']} | {r['after_load_mb']:.0f} | {r['after_request_mb']:.0f} |")
+        rt = r.get("runtime_mb")
+        added = "-" if rt is None else f"{r['after_request_mb'] - rt:.0f}"
+        lines.append(f"| {r['engine']} | {r['config']} | {'-' if rt is None else f'{rt:.0f}'} | "
+                     f"{r['after_load_mb']:.0f} | {r['after_request_mb']:.0f} | {added} |")
     return "\n".join(lines) + "\n"
 
 
@@ -363,7 +373,8 @@ def rss_probe(kind: str, config: str, extra: list[str], ids: list[int], max_new:
         after = w.run(config, ids, None, max_new)["rss_mb"]
     finally:
         w.close()
-    return {"engine": kind, "config": config, "after_load_mb": w.rss_after_load, "after_request_mb": after}
+    return {"engine": kind, "config": config, "runtime_mb": w.rss_runtime, "after_load_mb": w.rss_after_load,
+            "after_request_mb": after}
 
 
 def main(argv=None) -> int:

@@ -10,7 +10,8 @@ after installing. The two kinds are interleaved run by run, so the machine's loa
 ``--checkout DIR`` (repeatable; e.g. a ``git archive`` of the base commit) each run also goes through every checkout
 in turn (its ``completer`` and ``lsp`` first on PYTHONPATH), so a change and its base are compared side by side.
 
-- ``cli``: ``python -m completer.cli complete tests/data/stack.go --line 11 --column 14 [--model M]``, from spawning
+- ``cli``: ``python -m completer.cli complete tests/data/stack.py --line 11 --column 27 [--model M]`` (the README's
+  first command), from spawning
   to its exit (the completion printed);
 - ``lsp``: ``python -m lsp.server --stdio``; ``initialize`` (with ``{"engine": {"model": M}}`` when given),
   ``initialized``, ``didOpen`` of the same file and at once ``textDocument/inlineCompletion`` at the same position,
@@ -45,8 +46,8 @@ from completer.stats import percentile
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SAMPLE = ROOT / "tests" / "data" / "stack.go"
-LINE, COLUMN = 11, 14           # 1-based, as the CLI takes them
+SAMPLE = ROOT / "tests" / "data" / "stack.py"     # the README's first command (stack.go at 11:14 before issue 29)
+LINE, COLUMN = 11, 27           # 1-based, as the CLI takes them
 GOALS_S = {"cli": 2.0, "lsp": 2.0}
 
 
@@ -82,7 +83,7 @@ async def _lsp(model: str | None, env: dict) -> dict:
         out["initialized_s"] = time.perf_counter() - t0
         await client.notify("initialized", {})
         uri = SAMPLE.resolve().as_uri()
-        await client.open_document(uri, SAMPLE.read_text(), "go")
+        await client.open_document(uri, SAMPLE.read_text(), "python")
         while time.perf_counter() - t0 < 600:
             msg = await client.ask("textDocument/inlineCompletion", inline_params(uri, LINE - 1, COLUMN - 1),
                                    timeout=600)
@@ -138,7 +139,7 @@ def markdown(raw: dict, rows: list[dict]) -> str:
     out = ["# Cold start: `completer complete` end to end, `completer-lsp` to its first answered completion", "",
            f"- date: {raw['date']}; machine: {m['cpu']}, {m['cores']} cores ({m['platform']}, Python {m['python']})",
            f"- command: `{raw['command']}`",
-           f"- model: {raw['model'] or 'the default'}; sample: tests/data/stack.go line {LINE}, column {COLUMN}",
+           f"- model: {raw['model'] or 'the default'}; sample: tests/data/{SAMPLE.name} line {LINE}, column {COLUMN}",
            "- cold = a fresh process, caches as after the first run; first = caches empty (a new COMPLETER_CACHE "
            "and TORCH_EXTENSIONS_DIR)", "",
            "| what | caches | checkout | runs | wall median s | wall p95 s | wall min s | CPU median s "

@@ -85,13 +85,15 @@ def prompt_budget(settings: Settings, engine: Engine) -> int:
 
 def prepare(engine: Engine) -> Engine:
     """Compute now, at the engine's start, what the first ``plan`` for ``engine`` would compute once: its template
-    (SmolLM2: ~200 ms reading its tokenizer's special tokens) and the prompt builder's token-count cache (~80 ms
-    deciding how its tokenizer splits text). The first keystroke of a fresh server (or its warm-up) waited for both.
+    (SmolLM2: ~200 ms reading its tokenizer's special tokens), the prompt builder's token-count cache (~80 ms
+    deciding how its tokenizer splits text) and the engine's cold-prompt speed that ``prompt_budget`` reads (the
+    torch engine measures it on first use). The first keystroke of a fresh server (or its warm-up) waited for them.
     Returns ``engine``."""
     try:
         engine.prompt_template
     except Exception:  # noqa: BLE001 -- no template: plan() says so when it is asked for one
         pass
+    getattr(engine, "prompt_s_per_token", None)
     count = getattr(engine, "count_tokens", None)
     if count is not None:
         prepare_counter(count)

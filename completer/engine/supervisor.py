@@ -187,6 +187,13 @@ class SupervisedEngine:
     def prompt_template(self) -> str:
         return self.inner.prompt_template
 
+    def _build(self) -> Engine:
+        """A new engine, with its cold-prompt speed measured here rather than by the first keystroke's plan (the
+        torch engine measures it on first use)."""
+        engine = self._factory(self.config)
+        getattr(engine, "prompt_s_per_token", None)
+        return engine
+
     @property
     def prompt_s_per_token(self) -> float | None:
         """The current engine's measured time per token of a cold prompt (``pipeline.prompt_budget``), or None."""
@@ -256,7 +263,7 @@ class SupervisedEngine:
             await asyncio.sleep(delay)
             t0 = time.perf_counter()
             try:
-                new = await asyncio.to_thread(self._factory, self.config)
+                new = await asyncio.to_thread(self._build)
             except Exception as e:
                 attempt += 1
                 self._stats.restart_failures += 1

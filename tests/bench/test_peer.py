@@ -18,6 +18,6 @@ def test_peer_bench_torch_only_small_run(tiny_pair, tmp_path):
         assert r["identical_to_torch_none"] == "1/1"         # speculation is lossless
         assert r["latency_ms_p50"] > r["prefill_ms_p50"] > 0
     assert all(len(q["tokens"]) == 6 for q in res["requests"])  # end-of-text ignored: every request yields 6
-    assert res["rss"][0]["after_load_mb"] > 0
+    assert res["rss"][0]["after_load_mb"] > res["rss"][0]["runtime_mb"] > 0     # the model adds to the imports
     assert "| 1 | torch | ngram |" in (out / "peer.md").read_text()
     assert (out / "peer.png").stat().st_size > 1000

@@ -116,8 +116,14 @@ class TorchEngine(InputProcessing, Scheduling, OutputProcessing, StepCosts, Step
         # token healing's table of the vocabulary, now rather than on the first healed keystroke (SmolLM2's 49k
         # tokens: ~350 ms that the first keystroke of a fresh server waited for; the house vocabulary: a few ms)
         healing.prepare(self.tokenizer)
-        self.prompt_s_per_token = _in_model_thread(self._measure_prompt)
         self._init_state()
+
+    @functools.cached_property
+    def prompt_s_per_token(self) -> float:
+        """Seconds per token of a cold prompt here (``_measure_prompt``), measured on first use: the server's
+        engine host asks at the engine's start (``pipeline.prepare``); the CLI, which keeps the whole budget, never
+        does (~0.2 s of SmolLM2's start)."""
+        return _in_model_thread(self._measure_prompt)
 
     def _load(self, config: EngineConfig) -> None:
         """The models, loaded on one intra-op thread: loading is copies and casts of a few MB each, whose parallel

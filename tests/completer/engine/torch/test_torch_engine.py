@@ -387,10 +387,16 @@ async def test_a_prompt_step_that_measures_another_thread_count_runs_a_short_chu
     await whole.close(), await eng.close()
 
 
-def test_the_engine_measures_its_cold_prompt_speed(make_engine):
-    """pipeline.prompt_budget sizes the prompt by it (setting coldPromptMs)."""
+def test_the_engine_measures_its_cold_prompt_speed_when_first_asked(make_engine):
+    """pipeline.prompt_budget sizes the prompt by it (setting coldPromptMs); the server's engine start asks
+    (pipeline.prepare), the CLI never does, so building the engine does not measure."""
+    from completer import pipeline
+
     eng = make_engine(speculation="none")
-    assert 0 < eng.prompt_s_per_token < 1
+    assert "prompt_s_per_token" not in vars(eng)
+    pipeline.prepare(eng)
+    measured = vars(eng)["prompt_s_per_token"]
+    assert 0 < measured < 1 and eng.prompt_s_per_token == measured        # once
 
 
 async def test_a_request_for_no_tokens_fills_the_documents_cache(make_engine, monkeypatch):
