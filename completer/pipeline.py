@@ -73,11 +73,14 @@ MIN_COLD_BUDGET = 384
 
 def prompt_budget(settings: Settings, engine: Engine) -> int:
     """The prompt's token budget for ``engine``: ``settings.budget_tokens``, cut with ``settings.cold_prompt_ms``
-    to the tokens the engine prefills in that time from a cold cache (its ``prompt_s_per_token``, measured once at
-    start, so the budget, and with it the prompt's start, stays the same for the engine's life), rounded down to
-    BUDGET_STEP, at least MIN_COLD_BUDGET. An engine that measured nothing (vLLM, remote) keeps the budget."""
+    to the tokens the engine prefills in that time from a cold cache (its ``prompt_s_per_token``, measured once, so
+    the budget, and with it the prompt's start, stays the same for the engine's life), rounded down to BUDGET_STEP,
+    at least MIN_COLD_BUDGET. An engine that measured nothing (vLLM, remote) keeps the budget; with cold_prompt_ms 0
+    (the CLI) the engine is not asked (the torch engine would measure on that first read)."""
+    if settings.cold_prompt_ms <= 0:
+        return settings.budget_tokens
     per_token = getattr(engine, "prompt_s_per_token", None)
-    if settings.cold_prompt_ms <= 0 or not per_token or per_token <= 0:
+    if not per_token or per_token <= 0:
         return settings.budget_tokens
     fits = int(settings.cold_prompt_ms / 1000 / per_token) // BUDGET_STEP * BUDGET_STEP
     return min(settings.budget_tokens, max(MIN_COLD_BUDGET, fits))

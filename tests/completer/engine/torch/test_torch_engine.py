@@ -393,6 +393,8 @@ def test_the_engine_measures_its_cold_prompt_speed_when_first_asked(make_engine)
     from completer import pipeline
 
     eng = make_engine(speculation="none")
+    settings = pipeline.Settings()                   # the CLI's: coldPromptMs 0, the whole budget
+    assert pipeline.prompt_budget(settings, eng) == settings.budget_tokens
     assert "prompt_s_per_token" not in vars(eng)
     pipeline.prepare(eng)
     measured = vars(eng)["prompt_s_per_token"]
