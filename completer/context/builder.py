@@ -196,17 +196,15 @@ def _splits_at_line_ends(tokenizer) -> bool:
     character and a newline, so that a text's token count is the sum of its pieces' split there: byte-level BPE with
     GPT-2's pre-tokenizer regex (a pre-token holding a newline is all whitespace, and BPE never merges across
     pre-tokens), no normalizer, no prefix space, and no added token holding whitespace or stripping it."""
-    try:
-        import json
-
-        spec = json.loads(tokenizer.to_str())
+    try:       # the tokenizer's own attributes: its JSON (to_str) took ~0.13 s to write and parse for SmolLM2
+        pre = tokenizer.pre_tokenizer
+        if (tokenizer.normalizer is not None or type(tokenizer.model).__name__ != "BPE"
+                or type(pre).__name__ != "ByteLevel" or pre.use_regex is not True or pre.add_prefix_space is not False):
+            return False
+        added = tokenizer.get_added_tokens_decoder().values()
+        return all(not t.lstrip and not t.rstrip and not any(c.isspace() for c in t.content) for t in added)
     except Exception:
         return False
-    pre, model = spec.get("pre_tokenizer") or {}, spec.get("model") or {}
-    return (spec.get("normalizer") is None and model.get("type") == "BPE" and pre.get("type") == "ByteLevel"
-            and pre.get("use_regex", True) is True and pre.get("add_prefix_space") is False
-            and all(not t.get("lstrip") and not t.get("rstrip") and not any(c.isspace() for c in t.get("content", ""))
-                    for t in spec.get("added_tokens") or ()))
 
 
 def _count_cache(count_tokens: Callable[[str], int]) -> tuple[dict[str, int] | None, bool]:

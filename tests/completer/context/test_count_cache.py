@@ -58,6 +58,10 @@ def test_the_house_tokenizer_is_counted_line_by_line(house_tokenizer):
     lambda s: s.update(normalizer={"type": "NFC"}),
     lambda s: s["added_tokens"][0].update(rstrip=True),
     lambda s: s.update(pre_tokenizer={"type": "Whitespace"}),
+    lambda s: s["pre_tokenizer"].update(use_regex=False),
+    lambda s: s.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [       # SmolLM2's: digits split first
+        {"type": "Digits", "individual_digits": True}, s["pre_tokenizer"]]}),
+    lambda s: s["added_tokens"].append({**s["added_tokens"][0], "id": 9000, "content": "<| |>"}),
 ])
 def test_other_tokenizers_are_counted_whole(house_tokenizer, change):
     spec = json.loads(house_tokenizer.to_str())
