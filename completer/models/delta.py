@@ -69,6 +69,52 @@ def apply_delta(state: dict[str, torch.Tensor], delta: dict[str, torch.Tensor], 
     return state
 
 
+# the matrices a GGUF's blocks stack into one matmul (gguf.block_weights), in their order
+_STACKED = {"self_attn.q_proj": ("qkv", 0), "self_attn.k_proj": ("qkv", 1), "self_attn.v_proj": ("qkv", 2),
+            "self_attn.o_proj": ("o", 0), "mlp.gate_proj": ("gate_up", 0), "mlp.up_proj": ("gate_up", 1),
+            "mlp.down_proj": ("down", 0)}
+
+
+def block_deltas(delta: dict[str, torch.Tensor], meta: dict, config) -> dict[str, tuple]:
+    """The delta by the block model's matmuls (``LlamaForCausalLM._use_blocks``: ``model.layers.{i}.qkv`` /
+    ``.o`` / ``.gate_up`` / ``.down``, ``embed``), each ``(low_rank, row_delta)`` for ``QuantLinear.add_delta``:
+    the stacked matrices' factors side by side (A's rows stacked, B block-diagonal, a matrix the delta leaves alone
+    a zero block), the scale folded into B. The same model as ``apply_delta`` on float32 weights, without them.
+    ValueError when the delta adapts a matrix the blocks do not hold (then it needs the float32 weights)."""
+    scale = float(meta.get("scale", "1"))
+    per: dict[str, dict[int, tuple[torch.Tensor, torch.Tensor]]] = {}
+    n = 0
+    for key in sorted(delta):
+        if not key.endswith(".lora_A"):
+            continue
+        name = key[: -len(".lora_A")]                                   # model.layers.{i}.{module}.weight
+        parts = name.split(".")
+        where = _STACKED.get(".".join(parts[3:5])) if name.startswith("model.layers.") and len(parts) == 6 else None
+        if where is None:
+            raise ValueError(f"the delta adapts {name}, which a GGUF's blocks do not hold as one of a layer's "
+                             f"matrices")
+        a, b = delta[key].float(), delta[name + ".lora_B"].float() * scale
+        per.setdefault(f"model.layers.{parts[2]}.{where[0]}", {})[where[1]] = (a, b)
+        n += 1
+    expected = int(meta.get("n_adapted", n))
+    if n != expected:
+        raise ValueError(f"the delta file holds {n} adapted weights, its metadata says {expected}")
+    c = config
+    q, kv = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
+    outs = {"qkv": (q, kv, kv), "o": (c.hidden_size,), "gate_up": (c.intermediate_size,) * 2,
+            "down": (c.hidden_size,)}
+    out: dict[str, tuple] = {}
+    for name, got in per.items():
+        sizes = outs[name.rsplit(".", 1)[1]]
+        a = torch.cat([got[j][0] for j in range(len(sizes)) if j in got])
+        b = torch.block_diag(*[got[j][1] if j in got else torch.zeros(sizes[j], 0) for j in range(len(sizes))])
+        out[name] = ((a, b), None)
+    if "model.embed_tokens.rows" in delta:           # the lookup; with a tied head (the same blocks) the head too
+        rows = (delta["model.embed_tokens.rows"].long(), delta["model.embed_tokens.delta"].float())
+        out["embed"] = (None, rows)
+    return out
+
+
 def materialise(folder: str | Path, root: str | Path | None = None, *, resolve) -> Path:
     """The cache folder that runs a delta folder: the base's materialised folder's files, this delta, this
     template. Its name holds a fingerprint of the delta file and of where the base is, so a changed delta or a base

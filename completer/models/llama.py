@@ -176,18 +176,59 @@ class QuantLinear:
         self.bits, self.out_features, self.in_features = int(packed["bits"]), int(packed["rows"]), int(packed["cols"])
         self._kernels = kernels
         self._bias = None if bias is None else bias.detach().float().contiguous()
+        self.low_rank: tuple[torch.Tensor, torch.Tensor] | None = None    # LoRA (A [r, in], B·scale [out, r])
+        self.row_delta: tuple[torch.Tensor, torch.Tensor] | None = None   # rows [n] and what they add [n, in]
+
+    def add_delta(self, low_rank: tuple[torch.Tensor, torch.Tensor] | None,
+                  row_delta: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        """A LoRA delta kept beside the blocks instead of summed into float32 weights (house:smollm2/fim on
+        SmolLM2's Q4_1 file): ``low_rank`` (A [r, in], B [out, r], the scale folded into B) adds x A^T B^T to every
+        product; ``row_delta`` (ids [n], d [n, in]) adds d to those rows of the matrix (a tied embedding's new
+        rows: the lookup and the head both). The low-rank product runs in the kernels (``low_rank_add``, also
+        inside ``layer_step_q``), a row at a time as the blocks' own products."""
+        if low_rank is not None:
+            a, b = low_rank
+            if a.shape[1] != self.in_features or b.shape[0] != self.out_features or a.shape[0] != b.shape[1]:
+                raise ValueError(f"low-rank delta {tuple(b.shape)} x {tuple(a.shape)} does not fit a "
+                                 f"{self.out_features}x{self.in_features} matrix")
+            self.low_rank = (a.float().t().contiguous(), b.float().t().contiguous())     # A^T [in, r], B^T [r, out]
+        if row_delta is not None:
+            ids, d = row_delta
+            if d.shape != (len(ids), self.in_features) or int(ids.max()) >= self.out_features:
+                raise ValueError(f"row delta {tuple(d.shape)} for rows up to {int(ids.max())} does not fit a "
+                                 f"{self.out_features}x{self.in_features} matrix")
+            self.row_delta = (ids.long(), d.float().contiguous())
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None,
                  norm: RMSNorm | None = None, glu: bool = False) -> torch.Tensor:
         if norm is None:
-            return self._kernels.linear_q(x, *self._packed, self.out_features, self.bits, self._bias, residual,
-                                          None, 0.0, glu)
-        return self._kernels.linear_q(x, *self._packed, self.out_features, self.bits, self._bias, residual,
-                                      norm.weight, norm.eps, glu)
+            y = self._kernels.linear_q(x, *self._packed, self.out_features, self.bits, self._bias, residual,
+                                       None, 0.0, glu)
+        else:
+            y = self._kernels.linear_q(x, *self._packed, self.out_features, self.bits, self._bias, residual,
+                                       norm.weight, norm.eps, glu)
+        if self.low_rank is None and self.row_delta is None:
+            return y
+        w, eps = (None, 0.0) if norm is None else (norm.weight, norm.eps)
+        if self.low_rank is not None:
+            self._kernels.low_rank_add(y, x, *self.low_rank, w, eps, glu)
+        if self.row_delta is not None:                     # the head's new rows (no glu there)
+            ids, d = self.row_delta
+            h = x if norm is None else F.rms_norm(x, x.shape[-1:], w, eps)
+            y.view(-1, y.shape[-1])[:, ids] += h.reshape(-1, h.shape[-1]) @ d.t()
+        return y
 
     def rows(self, ids: torch.Tensor) -> torch.Tensor:
         from .blocks import unpack_rows
-        return unpack_rows(*self._packed, self.bits, ids.reshape(-1)).view(*ids.shape, self.in_features)
+        out = unpack_rows(*self._packed, self.bits, ids.reshape(-1)).view(*ids.shape, self.in_features)
+        if self.low_rank is not None:
+            raise ValueError("a low-rank delta on an embedding is not supported on blocks")
+        if self.row_delta is not None:
+            rid, d = self.row_delta
+            hit = ids[..., None] == rid                                   # [..., n]
+            if bool(hit.any()):
+                out = out + hit.float() @ d
+        return out
 
 
 class Attention(nn.Module):
@@ -286,6 +327,7 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(c)
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.low_rank: list[torch.Tensor] = []    # a delta beside GGUF blocks, for layer_step_q (_use_blocks)
 
     def forward(self, x, step: "_Step", layer: int, cache: KVCache | None):
         """x [B,T,h] -> [B,T,h]. Calls the sub-modules' ``forward`` directly and adds the residuals inside the
@@ -300,7 +342,7 @@ class DecoderLayer(nn.Module):
                                         gu._packed, gu.out_features, d._packed, d.out_features,
                                         [q.bits, o.bits, gu.bits, d.bits], n1.weight, n2.weight, n1.eps,
                                         step.cos, step.sin, cache.k[layer, 0], cache.v[layer, 0], step.start,
-                                        attn.c.num_attention_heads, attn.c.num_key_value_heads)
+                                        attn.c.num_attention_heads, attn.c.num_key_value_heads, self.low_rank)
             if ops is not None and attn.c.head_dim % 16 == 0:   # the whole layer in one kernel call
                 return ops.layer_step(x, q._packed, q.out_features, q._bias, o._packed, o.out_features, gu._packed,
                                       gu.out_features, d._packed, d.out_features, n1.weight, n2.weight, n1.eps,
@@ -571,8 +613,9 @@ class LlamaForCausalLM(nn.Module):
 
         ``blocks``: when the folder is a GGUF file whose matmul weights are all Q4_0/Q4_1/Q8_0, the engine's kernels
         build here and the model runs on a float32 CPU, keep those weights in the file's blocks (``QuantLinear``,
-        packing "gguf": every forward on them, no float32 copy, inference only); otherwise (and for a folder with a
-        LoRA delta on the file, whose sums need float32 weights) the float32 weights."""
+        packing "gguf": every forward on them, no float32 copy, inference only; a LoRA delta on the file,
+        house:smollm2/fim, rides beside them: ``QuantLinear.add_delta``); otherwise the float32 weights (with the
+        delta summed in)."""
         from safetensors.torch import load_file
 
         path = Path(path)
@@ -586,9 +629,7 @@ class LlamaForCausalLM(nn.Module):
         files = sorted(path.glob("*.safetensors"))
         if not files and (path / "model.gguf").exists():   # a GGUF file, resolved by completer.models.gguf
             from .gguf import block_weights, read_state_dict
-            # a LoRA delta on the file (house:smollm2/fim) is added to float32 weights: no blocks then
-            delta = (path / "model.delta").is_file()
-            kernels = cls._block_kernels(device, dtype) if blocks and not delta else None
+            kernels = cls._block_kernels(device, dtype) if blocks else None
             if kernels is not None:
                 state, packed = block_weights(path, config)
             else:
@@ -597,9 +638,14 @@ class LlamaForCausalLM(nn.Module):
             raise FileNotFoundError(f"no *.safetensors weights in {path}")
         for f in files:
             state.update(load_file(str(f)))
+        deltas: dict[str, tuple] = {}
         if (path / "model.delta").is_file():        # base + a shipped LoRA delta (completer.models.delta)
-            from .delta import apply_delta, read_delta
-            state = apply_delta(state, *read_delta(path / "model.delta"))
+            from .delta import apply_delta, block_deltas, read_delta
+            delta, meta = read_delta(path / "model.delta")
+            if packed:                              # kept beside the blocks (QuantLinear.add_delta)
+                deltas = block_deltas(delta, meta, config)
+            else:
+                state = apply_delta(state, delta, meta)
         if config.tie_word_embeddings:
             state.pop("lm_head.weight", None)
         in_blocks = {n for n, p in model.named_parameters() if p.dim() == 2} if packed else set()
@@ -633,7 +679,7 @@ class LlamaForCausalLM(nn.Module):
         if config.tie_word_embeddings:                     # the placeholder replaced above: tie again
             model.lm_head.weight = model.model.embed_tokens.weight
         model = model.to(dtype).eval()
-        return model._use_blocks(packed, kernels) if packed else model.fuse_()
+        return model._use_blocks(packed, kernels, deltas) if packed else model.fuse_()
 
     @staticmethod
     def _block_kernels(device, dtype):
@@ -643,19 +689,31 @@ class LlamaForCausalLM(nn.Module):
         from . import kernels
         return kernels.ops()
 
-    def _use_blocks(self, packed: dict[str, dict], kernels) -> "LlamaForCausalLM":
+    def _use_blocks(self, packed: dict[str, dict], kernels,
+                    deltas: dict[str, tuple] | None = None) -> "LlamaForCausalLM":
         """Every matmul on ``QuantLinear``s of ``packed`` (gguf.block_weights: q/k/v and gate/up stacked, as
-        ``fuse_`` stacks the float32 weights)."""
+        ``fuse_`` stacks the float32 weights), with ``deltas`` (delta.block_deltas: a LoRA delta by the same
+        names) riding on them."""
         c = self.config
+        deltas = deltas or {}
+
+        def linear(name: str, bias: torch.Tensor | None = None) -> QuantLinear:
+            q = QuantLinear(packed[name], bias, kernels)
+            if name in deltas:
+                q.add_delta(*deltas[name])
+            return q
+
         for i, layer in enumerate(self.model.layers):
             a, m, pre = layer.self_attn, layer.mlp, f"model.layers.{i}."
             bias = (torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]) if c.attention_bias else None)
-            a.packed = (QuantLinear(packed[pre + "qkv"], bias, kernels), QuantLinear(packed[pre + "o"], None, kernels))
-            m.packed = (QuantLinear(packed[pre + "gate_up"], None, kernels),
-                        QuantLinear(packed[pre + "down"], None, kernels))
-        embed = QuantLinear(packed["embed"], None, kernels)
+            a.packed = (linear(pre + "qkv", bias), linear(pre + "o"))
+            m.packed = (linear(pre + "gate_up"), linear(pre + "down"))
+            lins, none = (*a.packed, *m.packed), torch.empty(0)
+            layer.low_rank = ([t for q in lins for t in (q.low_rank or (none, none))]
+                              if any(q.low_rank is not None for q in lins) else [])
+        embed = linear("embed")
         self.embed_blocks = embed
-        self._packed_head = embed if c.tie_word_embeddings else QuantLinear(packed["head"], None, kernels)
+        self._packed_head = embed if c.tie_word_embeddings else linear("head")
         self.packing, self.packed_max_tokens = QuantLinear.kind, 10 ** 9
         # keys/values in 16 bits, as llama.cpp's default cache: half of what attention reads per token (at 1,000
         # positions SmolLM2 read 46 MB of float32 keys/values a token, as much as half its weights)

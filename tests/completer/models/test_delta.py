@@ -189,14 +189,20 @@ def test_house_smollm2_fim_gives_the_trained_models_logits():
     probe = load_file(str(SHIPPED / "probe.safetensors"))
     folder = resolve_model("house:smollm2/fim")
     ids = probe["ids"][None]
-    with torch.no_grad():
-        # blocks=True as the engine loads it: the delta needs float32 weights, so it is applied, not refused
-        got = LlamaForCausalLM.from_pretrained(folder, blocks=True)(ids)[0, -4:]
+    with torch.inference_mode():
+        got = LlamaForCausalLM.from_pretrained(folder)(ids)[0, -4:]                 # float32, the delta summed in
+        # blocks=True as the engine loads it: SmolLM2's Q4_1 blocks with the delta beside them (add_delta), to the
+        # int8 rounding of the activations (what the base's blocks are to its float32 weights)
+        on_blocks = LlamaForCausalLM.from_pretrained(folder, blocks=True)
+        assert on_blocks.packing == "gguf"
+        got_blocks = on_blocks(ids)[0, -4:]
         base = LlamaForCausalLM.from_pretrained(resolve_model("gguf:smollm2"))(ids)[0, -4:]
     want = probe["logits"].float()
     err, moved = (got - want).abs().max().item(), (base - want).abs().max().item()
     assert err < 0.05 * moved, (err, moved)
     assert got.argmax(-1).tolist() == want.argmax(-1).tolist()
+    assert (got_blocks - want).abs().max().item() < 0.1 * moved
+    assert got_blocks.argmax(-1).tolist() == want.argmax(-1).tolist()
     _, meta = read_delta(SHIPPED / DELTA_FILE)
     assert meta["template"] == "smollm2-fim"
 

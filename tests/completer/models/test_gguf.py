@@ -280,3 +280,54 @@ def test_blocks_are_packed_once_then_mapped(blocks_gguf):
         assert (blocks_gguf / BLOCKS_FILE).is_file()
         again = LlamaForCausalLM.from_pretrained(blocks_gguf, blocks=True)(ids)
     assert torch.equal(first, again)
+
+
+@needs_kernels
+def test_a_lora_delta_rides_beside_the_blocks(blocks_gguf, tmp_path):
+    """house:smollm2/fim's way: a LoRA delta (with new embedding rows) on a GGUF file keeps the file's blocks, no
+    float32 copy (``QuantLinear.add_delta``); its logits are the float32 model's with the delta summed in, to the
+    int8 rounding of the activations; and its decode steps, verification steps and packed sequences give bitwise
+    the logits of the whole sequence (``low_rank_add`` works a row at a time, in ``layer_step_q`` as outside)."""
+    import shutil
+
+    from safetensors.torch import save_file
+
+    from completer.models.delta import DELTA_FILE
+    from completer.models.llama import LlamaForCausalLM
+    from completer.training.fim_lora import add_lora, delta_tensors
+
+    trained = LlamaForCausalLM.from_pretrained(blocks_gguf)
+    params = add_lora(trained, rank=4, alpha=8, fim_rows=[5, 6, 7], seed=0)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in params:
+            p.copy_(torch.randn(p.shape, generator=g) * 0.2)
+    folder = tmp_path / "fim"
+    shutil.copytree(blocks_gguf, folder, symlinks=True)
+    tensors, meta = delta_tensors(trained)
+    save_file(tensors, str(folder / DELTA_FILE), metadata=meta)
+    mb = LlamaForCausalLM.from_pretrained(folder, blocks=True)
+    mf = LlamaForCausalLM.from_pretrained(folder)
+    base = LlamaForCausalLM.from_pretrained(blocks_gguf, blocks=True)
+    assert mb.packing == "gguf" and mf.packing is None
+    assert all(p.numel() == 0 for n, p in mb.named_parameters() if n.endswith("proj.weight") or "embed" in n)
+    ids = [5, 6, 7] + [(7 * i + 3) % 400 for i in range(27)]
+    with torch.inference_mode():
+        lb, lf, l0 = (m(torch.tensor([ids])) for m in (mb, mf, base))
+        rounding, moved = (lb - lf).abs().max(), (lf - l0).abs().max()
+        assert rounding < 0.05 * lf.abs().max() and moved > 5 * rounding, (rounding, moved)
+        assert (lb.argmax(-1) == lf.argmax(-1)).float().mean() >= 0.9
+        c1, c2 = mb.new_cache(), mb.new_cache()
+        mb(torch.tensor([ids[:25]]), cache=c1)
+        verify = mb(torch.tensor([ids[25:]]), cache=c1)[0]
+        mb(torch.tensor([ids[:25]]), cache=c2)
+        steps = torch.cat([mb(torch.tensor([[t]]), cache=c2)[0] for t in ids[25:]])
+        assert torch.equal(verify, steps)
+        c3, c4 = mb.new_cache(), mb.new_cache()
+        mb(torch.tensor([ids[:25]]), cache=c3)
+        mb(torch.tensor([ids[:2]]), cache=c4)
+        a, b = mb.forward_packed([ids[25:], ids[2:5]], [c3, c4])      # ids 7, 5, 6: the delta's new rows
+        assert torch.equal(a, verify)
+        c5 = mb.new_cache()
+        mb(torch.tensor([ids[:2]]), cache=c5)
+        assert torch.equal(b, mb(torch.tensor([ids[2:5]]), cache=c5)[0])
