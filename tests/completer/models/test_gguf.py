@@ -224,8 +224,13 @@ def test_blocks_model_steps_equal_the_whole_sequence(blocks_gguf):
     """A one-token decode step, a (k+1)-token verification and several sequences in one forward give bitwise the
     logits the same positions get otherwise (lossless speculation and batching rely on it)."""
     from completer.models.llama import LlamaForCausalLM
-    m = LlamaForCausalLM.from_pretrained(blocks_gguf, blocks=True)
-    ids = [(5 * i + 1) % 400 for i in range(30)]
+    _steps_equal_the_whole_sequence(LlamaForCausalLM.from_pretrained(blocks_gguf, blocks=True),
+                                    [(5 * i + 1) % 400 for i in range(30)], other=20)
+
+
+def _steps_equal_the_whole_sequence(m, ids: list[int], other: int) -> None:
+    """``ids[25:]`` as a 5-token verification, as one-token decode steps and packed beside ``ids[other:other+3]``
+    of a second sequence: bitwise the same logits."""
     with torch.inference_mode():
         c1 = m.new_cache()
         m(torch.tensor([ids[:25]]), cache=c1)
@@ -236,12 +241,12 @@ def test_blocks_model_steps_equal_the_whole_sequence(blocks_gguf):
         assert torch.equal(verify, steps)
         c3, c4 = m.new_cache(), m.new_cache()
         m(torch.tensor([ids[:25]]), cache=c3)
-        m(torch.tensor([ids[:20]]), cache=c4)
-        a, b = m.forward_packed([ids[25:], ids[20:23]], [c3, c4])
+        m(torch.tensor([ids[:other]]), cache=c4)
+        a, b = m.forward_packed([ids[25:], ids[other:other + 3]], [c3, c4])
         assert torch.equal(a, verify)
         c5 = m.new_cache()
-        m(torch.tensor([ids[:20]]), cache=c5)
-        assert torch.equal(b, m(torch.tensor([ids[20:23]]), cache=c5)[0])
+        m(torch.tensor([ids[:other]]), cache=c5)
+        assert torch.equal(b, m(torch.tensor([ids[other:other + 3]]), cache=c5)[0])
 
 
 def test_a_file_with_other_types_loads_float32_weights(tiny_gguf):
@@ -317,17 +322,4 @@ def test_a_lora_delta_rides_beside_the_blocks(blocks_gguf, tmp_path):
         rounding, moved = (lb - lf).abs().max(), (lf - l0).abs().max()
         assert rounding < 0.05 * lf.abs().max() and moved > 5 * rounding, (rounding, moved)
         assert (lb.argmax(-1) == lf.argmax(-1)).float().mean() >= 0.9
-        c1, c2 = mb.new_cache(), mb.new_cache()
-        mb(torch.tensor([ids[:25]]), cache=c1)
-        verify = mb(torch.tensor([ids[25:]]), cache=c1)[0]
-        mb(torch.tensor([ids[:25]]), cache=c2)
-        steps = torch.cat([mb(torch.tensor([[t]]), cache=c2)[0] for t in ids[25:]])
-        assert torch.equal(verify, steps)
-        c3, c4 = mb.new_cache(), mb.new_cache()
-        mb(torch.tensor([ids[:25]]), cache=c3)
-        mb(torch.tensor([ids[:2]]), cache=c4)
-        a, b = mb.forward_packed([ids[25:], ids[2:5]], [c3, c4])      # ids 7, 5, 6: the delta's new rows
-        assert torch.equal(a, verify)
-        c5 = mb.new_cache()
-        mb(torch.tensor([ids[:2]]), cache=c5)
-        assert torch.equal(b, mb(torch.tensor([ids[2:5]]), cache=c5)[0])
+    _steps_equal_the_whole_sequence(mb, ids, other=2)                 # ids 7, 5, 6 packed: the delta's new rows
