@@ -34,7 +34,7 @@ HOUSE_DRAFT = "house:v2/draft"
 # right before the next key more often than house v2 at every typing speed and load measured
 # (bench/results/replay-default/); vLLM does not run the GGUF through this project's kernels, so it keeps the house pair.
 EMBEDDED_MODEL = "gguf:smollm2"
-# model / draft setting "default": the backend's default model (above) / the model's own draft (OWN_DRAFTS)
+# model / draft setting "default": the backend's default model (above) / the model's own draft (HOUSE_DRAFTS)
 DEFAULT = "default"
 # the draft model and the EAGLE-3 drafter that ship for each target (each drafter trained on its own target's
 # hidden states: completer/models/house/eagle3/ and v2/eagle3/, `completer train-drafter`)
