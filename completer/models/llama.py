@@ -221,8 +221,6 @@ class QuantLinear:
     def rows(self, ids: torch.Tensor) -> torch.Tensor:
         from .blocks import unpack_rows
         out = unpack_rows(*self._packed, self.bits, ids.reshape(-1)).view(*ids.shape, self.in_features)
-        if self.low_rank is not None:
-            raise ValueError("a low-rank delta on an embedding is not supported on blocks")
         if self.row_delta is not None:
             rid, d = self.row_delta
             hit = ids[..., None] == rid                                   # [..., n]
@@ -643,8 +641,11 @@ class LlamaForCausalLM(nn.Module):
             from .delta import apply_delta, block_deltas, read_delta
             delta, meta = read_delta(path / "model.delta")
             if packed:                              # kept beside the blocks (QuantLinear.add_delta)
-                deltas = block_deltas(delta, meta, config)
-            else:
+                try:
+                    deltas = block_deltas(delta, meta, config)
+                except ValueError:                  # it adapts a matrix the blocks hold otherwise: float32 then
+                    state, packed = read_state_dict(path / "model.gguf", config), {}
+            if not packed:
                 state = apply_delta(state, delta, meta)
         if config.tie_word_embeddings:
             state.pop("lm_head.weight", None)

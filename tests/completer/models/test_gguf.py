@@ -323,3 +323,9 @@ def test_a_lora_delta_rides_beside_the_blocks(blocks_gguf, tmp_path):
         assert rounding < 0.05 * lf.abs().max() and moved > 5 * rounding, (rounding, moved)
         assert (lb.argmax(-1) == lf.argmax(-1)).float().mean() >= 0.9
     _steps_equal_the_whole_sequence(mb, ids, other=2)                 # ids 7, 5, 6 packed: the delta's new rows
+    # a delta that also adapts the embedding matrix (not a layer's matmul): loaded on float32 weights, as before
+    vocab, hidden = trained.model.embed_tokens.weight.shape
+    tensors["model.embed_tokens.weight.lora_A"] = torch.randn(4, hidden, generator=g).half()
+    tensors["model.embed_tokens.weight.lora_B"] = torch.randn(vocab, 4, generator=g).half()
+    save_file(tensors, str(folder / DELTA_FILE), metadata={**meta, "n_adapted": str(int(meta["n_adapted"]) + 1)})
+    assert LlamaForCausalLM.from_pretrained(folder, blocks=True).packing is None
