@@ -144,9 +144,11 @@ inline at::Tensor prepared_input(const at::Tensor& x, int64_t K, const c10::opti
   return xc.view({M, K});
 }
 
-// qmatvec.cpp: y = prepared_input(x) @ W^T (+ bias) (+ residual) with W in GGUF-style blocks (see there)
+// qmatvec.cpp: y = prepared_input(x) @ W^T (+ bias) (+ residual) (+ a LoRA delta's x A^T B^T) with W in GGUF-style
+// blocks (see there)
 at::Tensor linear_q(const at::Tensor& x, const at::Tensor& w, const at::Tensor& wd, const at::Tensor& wm, int64_t N,
                     int64_t bits, const c10::optional<at::Tensor>& bias, const c10::optional<at::Tensor>& residual,
-                    const c10::optional<at::Tensor>& norm, double eps, bool glu);
+                    const c10::optional<at::Tensor>& norm, double eps, bool glu,
+                    const c10::optional<at::Tensor>& lora_a, const c10::optional<at::Tensor>& lora_b);
 
 }  // namespace completer_kernels

@@ -184,8 +184,8 @@ class QuantLinear:
         """A LoRA delta kept beside the blocks instead of summed into float32 weights (house:smollm2/fim on
         SmolLM2's Q4_1 file): ``low_rank`` (A [r, in], B [out, r], the scale folded into B) adds x A^T B^T to every
         product; ``row_delta`` (ids [n], d [n, in]) adds d to those rows of the matrix (a tied embedding's new
-        rows: the lookup and the head both). The low-rank product runs in the kernels (``low_rank_add``, also
-        inside ``layer_step_q``), a row at a time as the blocks' own products."""
+        rows: the lookup and the head both). The low-rank product runs in the blocks' kernel (``linear_q``'s
+        ``lora_a``/``lora_b``, also inside ``layer_step_q``), in a fixed order per output as the blocks' own sums."""
         if low_rank is not None:
             a, b = low_rank
             if a.shape[1] != self.in_features or b.shape[0] != self.out_features or a.shape[0] != b.shape[1]:
@@ -201,17 +201,10 @@ class QuantLinear:
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None,
                  norm: RMSNorm | None = None, glu: bool = False) -> torch.Tensor:
-        if norm is None:
-            y = self._kernels.linear_q(x, *self._packed, self.out_features, self.bits, self._bias, residual,
-                                       None, 0.0, glu)
-        else:
-            y = self._kernels.linear_q(x, *self._packed, self.out_features, self.bits, self._bias, residual,
-                                       norm.weight, norm.eps, glu)
-        if self.low_rank is None and self.row_delta is None:
-            return y
         w, eps = (None, 0.0) if norm is None else (norm.weight, norm.eps)
-        if self.low_rank is not None:
-            self._kernels.low_rank_add(y, x, *self.low_rank, w, eps, glu)
+        a, b = self.low_rank or (None, None)
+        y = self._kernels.linear_q(x, *self._packed, self.out_features, self.bits, self._bias, residual, w, eps, glu,
+                                   a, b)
         if self.row_delta is not None:                     # the head's new rows (no glu there)
             ids, d = self.row_delta
             h = x if norm is None else F.rms_norm(x, x.shape[-1:], w, eps)

@@ -417,62 +417,15 @@ at::Tensor layer_step(const at::Tensor& x, const at::Tensor& wqkv, int64_t nqkv,
   return linear_f16(gu, wd, nd, c10::nullopt, x1, c10::nullopt, 0.0, true).view(x.sizes());
 }
 
-// y [M, N] += h A^T B^T: a LoRA delta beside a matmul's blocks (llama.py QuantLinear.add_delta), A^T [K, r] and
-// B^T [r, N] float32; h is what the blocks multiply: x [M, K] itself, x RMS-normalised with ``norm`` (as linear_q
-// does inside), or with ``glu`` x [M, 2K] -> silu(gate) * up. Plain loops, a row at a time: each row's sums are the
-// same whatever the rows beside it (a decode step and a verification step agree), and no ATen op is dispatched
-// (SmolLM2 with its FIM delta: ~390 small ops a token otherwise, +45% of a decode step).
-void low_rank_add(const at::Tensor& y, const at::Tensor& x, const at::Tensor& at_, const at::Tensor& bt,
-                  const c10::optional<at::Tensor>& norm, double eps, bool glu) {
-  TORCH_CHECK(y.is_contiguous() && y.scalar_type() == at::kFloat && at_.is_contiguous() && bt.is_contiguous() &&
-              at_.scalar_type() == at::kFloat && bt.scalar_type() == at::kFloat, "low_rank_add: contiguous float32");
-  const int64_t K = at_.size(0), r = at_.size(1), N = bt.size(1);
-  const at::Tensor xc = x.reshape({-1, x.size(-1)}).contiguous();
-  const int64_t M = xc.size(0);
-  TORCH_CHECK(bt.size(0) == r && xc.size(1) == (glu ? 2 * K : K) && y.numel() == M * N, "low_rank_add: shapes");
-  const float* xp = xc.data_ptr<float>();
-  const float* ap = at_.data_ptr<float>();
-  const float* bp = bt.data_ptr<float>();
-  const float* wn = norm ? norm->data_ptr<float>() : nullptr;
-  float* yp = y.data_ptr<float>();
-  const int64_t xs = xc.size(1);
-  at::parallel_for(0, M, 4, [&](int64_t m0, int64_t m1) {     // rows apart: a row's numbers are one thread's
-   std::vector<float> hv(K), tv(r);
-   float* __restrict h = hv.data();
-   float* __restrict t = tv.data();
-   for (int64_t m = m0; m < m1; ++m) {
-    const float* __restrict xr = xp + m * xs;
-    for (int64_t k = 0; k < K; ++k) {
-      h[k] = glu ? xr[k] / (1.f + std::exp(-xr[k])) * xr[K + k] : xr[k];
-    }
-    if (wn != nullptr) {
-      float ss = 0.f;
-      for (int64_t k = 0; k < K; ++k) ss += h[k] * h[k];
-      const float inv = 1.f / std::sqrt(ss / static_cast<float>(K) + static_cast<float>(eps));
-      for (int64_t k = 0; k < K; ++k) h[k] = h[k] * inv * wn[k];
-    }
-    for (int64_t j = 0; j < r; ++j) t[j] = 0.f;
-    for (int64_t k = 0; k < K; ++k) {
-      const float hk = h[k];
-      const float* __restrict a = ap + k * r;
-      for (int64_t j = 0; j < r; ++j) t[j] += hk * a[j];
-    }
-    float* __restrict yr = yp + m * N;
-    for (int64_t j = 0; j < r; ++j) {
-      const float tj = t[j];
-      const float* __restrict b = bp + j * N;
-      for (int64_t n = 0; n < N; ++n) yr[n] += tj * b[n];
-    }
-   }
-  });
-}
-
 // ``lora`` of layer_step_q: [A^T, B^T] per matmul of the layer (qkv, o, gate/up, down); [] or an empty A^T: none.
-bool has_low_rank(at::TensorList lora, int64_t i) { return lora.size() == 8 && lora[2 * i].numel() > 0; }
+c10::optional<at::Tensor> low_rank(at::TensorList lora, int64_t i) {
+  if (lora.size() != 8 || lora[i].numel() == 0) return c10::nullopt;
+  return lora[i];
+}
 
 // layer_step with the weights in GGUF-style blocks (qmatvec.cpp: linear_q); each weight is [w, wd, wm] from
 // pack_q and ``bits`` their widths in the order qkv, o, gate/up, down; ``lora``: a delta beside them (above),
-// added as QuantLinear.__call__ adds it.
+// given to linear_q as QuantLinear.__call__ gives it.
 at::Tensor layer_step_q(const at::Tensor& x, at::TensorList wqkv, int64_t nqkv, const c10::optional<at::Tensor>& bqkv,
                         at::TensorList wo, int64_t no, at::TensorList wgu, int64_t ngu, at::TensorList wd, int64_t nd,
                         at::IntArrayRef bits, const at::Tensor& n1, const at::Tensor& n2, double eps,
@@ -482,16 +435,15 @@ at::Tensor layer_step_q(const at::Tensor& x, at::TensorList wqkv, int64_t nqkv, 
               "layer_step_q: [w, wd, wm] per weight and 4 widths");
   TORCH_CHECK(lora.empty() || lora.size() == 8, "layer_step_q: lora is [A^T, B^T] for each of the 4 matmuls, or []");
   const auto none = c10::nullopt;
-  const at::Tensor qkv = linear_q(x, wqkv[0], wqkv[1], wqkv[2], nqkv, bits[0], bqkv, none, n1, eps, false);
-  if (has_low_rank(lora, 0)) low_rank_add(qkv, x, lora[0], lora[1], n1, eps, false);
+  const at::Tensor qkv = linear_q(x, wqkv[0], wqkv[1], wqkv[2], nqkv, bits[0], bqkv, none, n1, eps, false,
+                                  low_rank(lora, 0), low_rank(lora, 1));
   const at::Tensor y = attend(qkv, cos, sin, kc, vc, start, H, Hkv);
-  const at::Tensor x1 = linear_q(y, wo[0], wo[1], wo[2], no, bits[1], none, x, none, 0.0, false);
-  if (has_low_rank(lora, 1)) low_rank_add(x1, y, lora[2], lora[3], none, 0.0, false);
-  const at::Tensor gu = linear_q(x1, wgu[0], wgu[1], wgu[2], ngu, bits[2], none, none, n2, eps, false);
-  if (has_low_rank(lora, 2)) low_rank_add(gu, x1, lora[4], lora[5], n2, eps, false);
-  const at::Tensor out = linear_q(gu, wd[0], wd[1], wd[2], nd, bits[3], none, x1, none, 0.0, true);
-  if (has_low_rank(lora, 3)) low_rank_add(out, gu, lora[6], lora[7], none, 0.0, true);
-  return out.view(x.sizes());
+  const at::Tensor x1 = linear_q(y, wo[0], wo[1], wo[2], no, bits[1], none, x, none, 0.0, false,
+                                 low_rank(lora, 2), low_rank(lora, 3));
+  const at::Tensor gu = linear_q(x1, wgu[0], wgu[1], wgu[2], ngu, bits[2], none, none, n2, eps, false,
+                                 low_rank(lora, 4), low_rank(lora, 5));
+  return linear_q(gu, wd[0], wd[1], wd[2], nd, bits[3], none, x1, none, 0.0, true, low_rank(lora, 6),
+                  low_rank(lora, 7)).view(x.sizes());
 }
 
 }  // namespace
@@ -504,7 +456,6 @@ TORCH_LIBRARY(completer_kernels, m) {
   m.def("layer_step_q(Tensor x, Tensor[] wqkv, int nqkv, Tensor? bqkv, Tensor[] wo, int no, Tensor[] wgu, int ngu, "
         "Tensor[] wd, int nd, int[] bits, Tensor n1, Tensor n2, float eps, Tensor cos, Tensor sin, Tensor(a!) kc, "
         "Tensor(b!) vc, int start, int H, int Hkv, Tensor[] lora) -> Tensor");
-  m.def("low_rank_add(Tensor(a!) y, Tensor x, Tensor at, Tensor bt, Tensor? norm, float eps, bool glu) -> ()");
   m.def("attend(Tensor qkv, Tensor cos, Tensor sin, Tensor(a!) kc, Tensor(b!) vc, int start, int H, int Hkv) -> Tensor");
   m.def("linear_f16(Tensor x, Tensor w, int n, Tensor? bias=None, Tensor? residual=None, Tensor? norm=None, float eps=0.0, bool glu=False) -> Tensor");
 }
@@ -512,7 +463,6 @@ TORCH_LIBRARY(completer_kernels, m) {
 TORCH_LIBRARY_IMPL(completer_kernels, CPU, m) {
   m.impl("pack_f16", &pack_f16);
   m.impl("attend", &attend);
-  m.impl("low_rank_add", &low_rank_add);
   m.impl("layer_step", &layer_step);
   m.impl("layer_step_q", &layer_step_q);
   m.impl("linear_f16", &linear_f16);

@@ -277,10 +277,14 @@ void qrows_scalar(const int8_t* xq, const float* xd, const float* xs, int64_t M,
 }  // namespace
 
 // x [..., K] float32 (or [..., 2K] with ``glu``), w uint8 [G, K/32, 16*32*bits/8], wd / wm float16 [G, K/32, 16],
-// bias [N] / residual [..., N] float32 or none -> [..., N]; ``norm`` and ``glu`` as linear_f16's.
+// bias [N] / residual [..., N] float32 or none -> [..., N]; ``norm`` and ``glu`` as linear_f16's. ``lora_a`` [K, r]
+// and ``lora_b`` [r, N] float32 (A^T and B^T of a LoRA delta beside the blocks, llama.py QuantLinear.add_delta):
+// each output also gets the input row (as the blocks multiply it) times A^T B^T, in float32, in a fixed order per
+// output, so a row's numbers depend neither on the other rows nor on the threads.
 at::Tensor linear_q(const at::Tensor& x, const at::Tensor& w, const at::Tensor& wd, const at::Tensor& wm, int64_t N,
                     int64_t bits, const c10::optional<at::Tensor>& bias, const c10::optional<at::Tensor>& residual,
-                    const c10::optional<at::Tensor>& norm, double eps, bool glu) {
+                    const c10::optional<at::Tensor>& norm, double eps, bool glu,
+                    const c10::optional<at::Tensor>& lora_a, const c10::optional<at::Tensor>& lora_b) {
   TORCH_CHECK(bits == 4 || bits == 8, "linear_q: bits 4 or 8");
   TORCH_CHECK(x.scalar_type() == at::kFloat && w.scalar_type() == at::kByte && wd.scalar_type() == at::kHalf &&
               wm.scalar_type() == at::kHalf, "linear_q: float32 x, uint8 w, float16 scales");
@@ -309,6 +313,29 @@ at::Tensor linear_q(const at::Tensor& x, const at::Tensor& w, const at::Tensor& 
     TORCH_CHECK(rc.scalar_type() == at::kFloat && rc.numel() == M * N, "linear_q: residual [..., N] float32");
     r = rc.data_ptr<float>();
   }
+  const bool low_rank = lora_a.has_value() && lora_a->defined() && lora_a->numel() > 0;
+  int64_t R = 0;
+  std::vector<float> t;                       // the input rows times A^T, [M, r]
+  const float* lb = nullptr;
+  if (low_rank) {
+    TORCH_CHECK(lora_b.has_value() && lora_b->defined() && lora_a->is_contiguous() && lora_b->is_contiguous() &&
+                lora_a->scalar_type() == at::kFloat && lora_b->scalar_type() == at::kFloat && lora_a->dim() == 2 &&
+                lora_a->size(0) == K && lora_b->dim() == 2 && lora_b->size(0) == lora_a->size(1) &&
+                lora_b->size(1) == N, "linear_q: lora_a [K, r] and lora_b [r, N] float32");
+    R = lora_a->size(1);
+    t.assign(M * R, 0.f);
+    const float* xp = xc.data_ptr<float>();
+    const float* la = lora_a->data_ptr<float>();
+    for (int64_t m = 0; m < M; ++m) {
+      float* tr = t.data() + m * R;
+      for (int64_t k = 0; k < K; ++k) {
+        const float h = xp[m * K + k];
+        const float* a = la + k * R;
+        for (int64_t j = 0; j < R; ++j) tr[j] += h * a[j];
+      }
+    }
+    lb = lora_b->data_ptr<float>();
+  }
   std::vector<int8_t> xq(M * K);
   std::vector<float> xd(M * nb), xs(M * nb);
   std::vector<int32_t> xqs(M * nb);
@@ -330,6 +357,18 @@ at::Tensor linear_q(const at::Tensor& x, const at::Tensor& w, const at::Tensor& 
 #else
       qrows_scalar(xq.data(), xd.data(), xs.data(), M, K, wp, dp, mp, op, N, g0, g1, bits, b, r);
 #endif
+      if (low_rank) {                         // this part's outputs: + (x A^T) B^T
+        const int64_t n0 = g0 * QLANES, n1 = std::min(N, g1 * QLANES);
+        for (int64_t m = 0; m < M; ++m) {
+          float* orow = op + m * N;
+          const float* tr = t.data() + m * R;
+          for (int64_t j = 0; j < R; ++j) {
+            const float tj = tr[j];
+            const float* brow = lb + j * N;
+            for (int64_t n = n0; n < n1; ++n) orow[n] += tj * brow[n];
+          }
+        }
+      }
     }
   });
   return out;
@@ -339,7 +378,8 @@ at::Tensor linear_q(const at::Tensor& x, const at::Tensor& w, const at::Tensor& 
 
 TORCH_LIBRARY_FRAGMENT(completer_kernels, m) {
   m.def("linear_q(Tensor x, Tensor w, Tensor wd, Tensor wm, int n, int bits, Tensor? bias=None, "
-        "Tensor? residual=None, Tensor? norm=None, float eps=0.0, bool glu=False) -> Tensor");
+        "Tensor? residual=None, Tensor? norm=None, float eps=0.0, bool glu=False, Tensor? lora_a=None, "
+        "Tensor? lora_b=None) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(completer_kernels, CPU, m) {

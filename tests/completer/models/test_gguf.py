@@ -292,7 +292,8 @@ def test_a_lora_delta_rides_beside_the_blocks(blocks_gguf, tmp_path):
     """house:smollm2/fim's way: a LoRA delta (with new embedding rows) on a GGUF file keeps the file's blocks, no
     float32 copy (``QuantLinear.add_delta``); its logits are the float32 model's with the delta summed in, to the
     int8 rounding of the activations; and its decode steps, verification steps and packed sequences give bitwise
-    the logits of the whole sequence (``low_rank_add`` works a row at a time, in ``layer_step_q`` as outside)."""
+    the logits of the whole sequence (``linear_q`` adds the low-rank product in a fixed order per output, in
+    ``layer_step_q`` as outside)."""
     import shutil
 
     from safetensors.torch import save_file
