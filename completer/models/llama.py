@@ -176,7 +176,7 @@ class QuantLinear:
         self.bits, self.out_features, self.in_features = int(packed["bits"]), int(packed["rows"]), int(packed["cols"])
         self._kernels = kernels
         self._bias = None if bias is None else bias.detach().float().contiguous()
-        self.low_rank: tuple[torch.Tensor, torch.Tensor] | None = None    # LoRA (A [r, in], B·scale [out, r])
+        self.low_rank: tuple[torch.Tensor, torch.Tensor] | None = None    # LoRA (A^T [in, r], (B·scale)^T [r, out])
         self.row_delta: tuple[torch.Tensor, torch.Tensor] | None = None   # rows [n] and what they add [n, in]
 
     def add_delta(self, low_rank: tuple[torch.Tensor, torch.Tensor] | None,
@@ -191,7 +191,9 @@ class QuantLinear:
             if a.shape[1] != self.in_features or b.shape[0] != self.out_features or a.shape[0] != b.shape[1]:
                 raise ValueError(f"low-rank delta {tuple(b.shape)} x {tuple(a.shape)} does not fit a "
                                  f"{self.out_features}x{self.in_features} matrix")
-            self.low_rank = (a.float().t().contiguous(), b.float().t().contiguous())     # A^T [in, r], B^T [r, out]
+            # A^T [in, r], B^T [r, out] in float16, as the delta ships them (B times the scale: 2.0 for the FIM delta);
+            # float32 factors were ~29 MB read per token beside SmolLM2's ~80 MB of blocks
+            self.low_rank = (a.t().half().contiguous(), b.t().half().contiguous())
         if row_delta is not None:
             ids, d = row_delta
             if d.shape != (len(ids), self.in_features) or int(ids.max()) >= self.out_features:

@@ -274,13 +274,77 @@ void qrows_scalar(const int8_t* xq, const float* xd, const float* xs, int64_t M,
       }
 }
 
+// A LoRA delta beside the blocks, its factors float16 (as shipped): t = x A^T for one input row (A^T [K, R]), then
+// out[n0:n1] += t B^T (B^T [R, N]). Each output is summed in a fixed order with fused multiply-adds, on the vector
+// path and off it, so its value depends neither on the other rows nor on how the outputs are split over threads.
+inline float half_bits(uint16_t h) { return static_cast<float>(c10::Half(h, c10::Half::from_bits())); }
+
+void low_rank_in(const float* x, int64_t K, const uint16_t* a, int64_t R, float* t) {
+  int64_t j0 = 0;
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  // up to 8 columns of 8 at once: independent FMA chains (one chain waits ~4 cycles per step)
+  for (; j0 + 8 <= R; j0 += 64) {
+    const int64_t nb = std::min<int64_t>(8, (R - j0) / 8);
+    __m256 acc[8];
+    for (int64_t jb = 0; jb < nb; ++jb) acc[jb] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; ++k) {
+      const __m256 xk = _mm256_set1_ps(x[k]);
+      const uint16_t* ak = a + k * R + j0;
+      for (int64_t jb = 0; jb < nb; ++jb)
+        acc[jb] = _mm256_fmadd_ps(xk, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ak + 8 * jb))),
+                                  acc[jb]);
+    }
+    for (int64_t jb = 0; jb < nb; ++jb) _mm256_storeu_ps(t + j0 + 8 * jb, acc[jb]);
+    if (nb < 8) { j0 += 8 * nb; break; }
+  }
+#endif
+  for (int64_t j = j0; j < R; ++j) {
+    float acc = 0.f;
+    for (int64_t k = 0; k < K; ++k) acc = std::fma(x[k], half_bits(a[k * R + j]), acc);
+    t[j] = acc;
+  }
+}
+
+void low_rank_out(const float* t, int64_t R, const uint16_t* b, int64_t N, int64_t n0, int64_t n1, float* out) {
+  int64_t n = n0;
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  auto bv = [&](int64_t j, int64_t at) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + j * N + at)));
+  };
+  for (; n + 32 <= n1; n += 32) {              // four independent FMA chains
+    __m256 a0 = _mm256_loadu_ps(out + n), a1 = _mm256_loadu_ps(out + n + 8);
+    __m256 a2 = _mm256_loadu_ps(out + n + 16), a3 = _mm256_loadu_ps(out + n + 24);
+    for (int64_t j = 0; j < R; ++j) {
+      const __m256 tj = _mm256_set1_ps(t[j]);
+      a0 = _mm256_fmadd_ps(tj, bv(j, n), a0);
+      a1 = _mm256_fmadd_ps(tj, bv(j, n + 8), a1);
+      a2 = _mm256_fmadd_ps(tj, bv(j, n + 16), a2);
+      a3 = _mm256_fmadd_ps(tj, bv(j, n + 24), a3);
+    }
+    _mm256_storeu_ps(out + n, a0);
+    _mm256_storeu_ps(out + n + 8, a1);
+    _mm256_storeu_ps(out + n + 16, a2);
+    _mm256_storeu_ps(out + n + 24, a3);
+  }
+  for (; n + 8 <= n1; n += 8) {
+    __m256 acc = _mm256_loadu_ps(out + n);
+    for (int64_t j = 0; j < R; ++j) acc = _mm256_fmadd_ps(_mm256_set1_ps(t[j]), bv(j, n), acc);
+    _mm256_storeu_ps(out + n, acc);
+  }
+#endif
+  for (; n < n1; ++n) {
+    float acc = out[n];
+    for (int64_t j = 0; j < R; ++j) acc = std::fma(t[j], half_bits(b[j * N + n]), acc);
+    out[n] = acc;
+  }
+}
+
 }  // namespace
 
 // x [..., K] float32 (or [..., 2K] with ``glu``), w uint8 [G, K/32, 16*32*bits/8], wd / wm float16 [G, K/32, 16],
 // bias [N] / residual [..., N] float32 or none -> [..., N]; ``norm`` and ``glu`` as linear_f16's. ``lora_a`` [K, r]
-// and ``lora_b`` [r, N] float32 (A^T and B^T of a LoRA delta beside the blocks, llama.py QuantLinear.add_delta):
-// each output also gets the input row (as the blocks multiply it) times A^T B^T, in float32, in a fixed order per
-// output, so a row's numbers depend neither on the other rows nor on the threads.
+// and ``lora_b`` [r, N] float16 (A^T and B^T of a LoRA delta beside the blocks, llama.py QuantLinear.add_delta):
+// each output also gets the input row (as the blocks multiply it) times A^T B^T (low_rank_in / low_rank_out).
 at::Tensor linear_q(const at::Tensor& x, const at::Tensor& w, const at::Tensor& wd, const at::Tensor& wm, int64_t N,
                     int64_t bits, const c10::optional<at::Tensor>& bias, const c10::optional<at::Tensor>& residual,
                     const c10::optional<at::Tensor>& norm, double eps, bool glu,
@@ -316,25 +380,19 @@ at::Tensor linear_q(const at::Tensor& x, const at::Tensor& w, const at::Tensor& 
   const bool low_rank = lora_a.has_value() && lora_a->defined() && lora_a->numel() > 0;
   int64_t R = 0;
   std::vector<float> t;                       // the input rows times A^T, [M, r]
-  const float* lb = nullptr;
+  const uint16_t* lb = nullptr;
   if (low_rank) {
     TORCH_CHECK(lora_b.has_value() && lora_b->defined() && lora_a->is_contiguous() && lora_b->is_contiguous() &&
-                lora_a->scalar_type() == at::kFloat && lora_b->scalar_type() == at::kFloat && lora_a->dim() == 2 &&
+                lora_a->scalar_type() == at::kHalf && lora_b->scalar_type() == at::kHalf && lora_a->dim() == 2 &&
                 lora_a->size(0) == K && lora_b->dim() == 2 && lora_b->size(0) == lora_a->size(1) &&
-                lora_b->size(1) == N, "linear_q: lora_a [K, r] and lora_b [r, N] float32");
+                lora_b->size(1) == N, "linear_q: lora_a [K, r] and lora_b [r, N] float16");
     R = lora_a->size(1);
     t.assign(M * R, 0.f);
-    const float* xp = xc.data_ptr<float>();
-    const float* la = lora_a->data_ptr<float>();
-    for (int64_t m = 0; m < M; ++m) {
-      float* tr = t.data() + m * R;
-      for (int64_t k = 0; k < K; ++k) {
-        const float h = xp[m * K + k];
-        const float* a = la + k * R;
-        for (int64_t j = 0; j < R; ++j) tr[j] += h * a[j];
-      }
-    }
-    lb = lora_b->data_ptr<float>();
+    const uint16_t* la = reinterpret_cast<const uint16_t*>(lora_a->data_ptr<at::Half>());
+    at::parallel_for(0, M, 16, [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m) low_rank_in(xc.data_ptr<float>() + m * K, K, la, R, t.data() + m * R);
+    });
+    lb = reinterpret_cast<const uint16_t*>(lora_b->data_ptr<at::Half>());
   }
   std::vector<int8_t> xq(M * K);
   std::vector<float> xd(M * nb), xs(M * nb);
@@ -358,16 +416,8 @@ at::Tensor linear_q(const at::Tensor& x, const at::Tensor& w, const at::Tensor& 
       qrows_scalar(xq.data(), xd.data(), xs.data(), M, K, wp, dp, mp, op, N, g0, g1, bits, b, r);
 #endif
       if (low_rank) {                         // this part's outputs: + (x A^T) B^T
-        const int64_t n0 = g0 * QLANES, n1 = std::min(N, g1 * QLANES);
-        for (int64_t m = 0; m < M; ++m) {
-          float* orow = op + m * N;
-          const float* tr = t.data() + m * R;
-          for (int64_t j = 0; j < R; ++j) {
-            const float tj = tr[j];
-            const float* brow = lb + j * N;
-            for (int64_t n = n0; n < n1; ++n) orow[n] += tj * brow[n];
-          }
-        }
+        for (int64_t m = 0; m < M; ++m)
+          low_rank_out(t.data() + m * R, R, lb, N, g0 * QLANES, std::min(N, g1 * QLANES), op + m * N);
       }
     }
   });
