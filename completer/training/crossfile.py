@@ -229,6 +229,14 @@ def project_snippets(root: str, path: str, document: str, offset: int, language:
     return out
 
 
+def with_definition(snippets, name: str, rank: int = -1) -> list:
+    """``snippets`` with the import snippet that defines ``name`` alone (``rank_by_use`` splits imported files'
+    definitions into one snippet a name) moved to ``rank``: taken into the block before (-1) or among (0) the
+    imported names not used yet. The same list where no such snippet is there."""
+    from dataclasses import replace
+    return [replace(s, rank=rank) if s.kind == "import" and s.names == (name,) else s for s in snippets]
+
+
 # --- training samples ------------------------------------------------------------------------------------------
 SHARES = (0.1, 0.25)             # the snippet shares of the budget a sample is made with (the server's, and more)
 
@@ -284,12 +292,16 @@ def _random_position(project: Project, target: str, rng: random.Random) -> XPosi
 
 def samples(projects: dict[tuple[str, str], dict[str, str]], engine, *, seed: int = 0, per_kind: int = 2,
             random_per_file: int = 2, files_per_project: int = 40, no_context: float = 0.2,
-            budget_tokens: int = 1024, progress=None):
+            budget_tokens: int = 1024, force_definition: float = 0.0, progress=None):
     """Training samples (``Sample``) from each project of ``projects`` (``read_projects``), written under a
     temporary folder so the server's context sources read them as a workspace: per file (at most
     ``files_per_project`` a project), ``per_kind`` cross-file positions of each kind and ``random_per_file`` random
     cuts; each prompt made by ``completer.pipeline.plan`` with ``engine``'s tokenizer and template, with the
-    project's snippets at a share drawn from ``SHARES``, or without them for a ``no_context`` share of samples."""
+    project's snippets at a share drawn from ``SHARES``, or without them for a ``no_context`` share of samples.
+    ``force_definition``: the share of cross-file positions with snippets whose block is made to hold the definition
+    of the name the line needs (``with_definition``), where the imports source found it: the server's ranking puts
+    it in the block on ~40% of the held-out positions, and a model that never sees it there often does not learn to
+    copy from the block."""
     from completer import pipeline
     from completer.context import SourceFile
     from completer.context.workspace import uri_of
@@ -324,6 +336,8 @@ def samples(projects: dict[tuple[str, str], dict[str, str]], engine, *, seed: in
                     share = rng.choice(SHARES)
                     snippets = (project_snippets(root, pos.path, pos.document, pos.offset, language,
                                                  CONTEXT_SOURCES, workspaces) if with_context else [])
+                    if snippets and pos.name and rng.random() < force_definition:
+                        snippets = with_definition(snippets, pos.name, rng.choice((-1, 0)))
                     settings = pipeline.Settings(budget_tokens=budget_tokens, snippet_share=share)
                     plan = pipeline.plan(SourceFile(uri_of(pos.path), language, pos.document), pos.offset, engine,
                                          settings, snippets=snippets)
@@ -348,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--random-per-file", type=int, default=2, help="random FIM cuts per file")
     ap.add_argument("--files-per-project", type=int, default=40)
     ap.add_argument("--no-context", type=float, default=0.2, help="share of samples made without snippets")
+    ap.add_argument("--force-definition", type=float, default=0.0,
+                    help="share of cross-file positions with snippets whose block is made to hold the needed name's "
+                         "definition (where the imports source found it)")
     ap.add_argument("--budget-tokens", type=int, default=896,
                     help="the prompts' budget: with the target a sample fits a 1,024-token training window whole")
     args = ap.parse_args(argv)
@@ -369,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for s in samples(projects, engine, seed=args.seed, per_kind=args.per_kind,
                          random_per_file=args.random_per_file, files_per_project=args.files_per_project,
-                         no_context=args.no_context, budget_tokens=args.budget_tokens, progress=progress):
+                         no_context=args.no_context, budget_tokens=args.budget_tokens,
+                         force_definition=args.force_definition, progress=progress):
             stream_parts.append(np.asarray(s.prompt + s.target, dtype=np.uint16))
             target_lens.append(len(s.target))
             key = f"{s.kind}, {'with' if s.context else 'without'} context"

@@ -8,7 +8,9 @@ import lzma
 import pytest
 
 from completer.engine import EngineConfig, create_engine
-from completer.training.crossfile import read_projects, samples
+from completer.context.builder import _snippet_block
+from completer.context.plan import Snippet
+from completer.training.crossfile import read_projects, samples, with_definition
 
 UTIL = "def parse_header(line, strict=False):\n    return line.split(':', 1)\n\n\ndef render_row(row):\n    return str(row)\n"
 MAIN = ('"""Loads rows."""\n'
@@ -63,3 +65,16 @@ def test_a_cross_file_sample_is_the_servers_prompt_with_the_block_then_the_rest_
     without = list(samples(read_projects(path), engine, per_kind=3, random_per_file=0, no_context=1.0))
     assert not any(s.context for s in without)
     assert all("from util.py:" not in tok.decode(s.prompt, skip_special_tokens=False) for s in without)
+
+
+def test_the_needed_definition_can_be_put_in_a_small_block():
+    snippets = [Snippet("util.py", "import", (f"def helper_{i}(a, b):",), (f"helper_{i}",), rank=i) for i in range(8)]
+    snippets.append(Snippet("other.py", "similar", ("x = helper_0(1, 2)",), rank=0))
+    count = lambda t: len(t) // 4 + 1
+    block = _snippet_block(snippets, 40, count, "#")
+    assert "helper_0" in block and "helper_7" not in block            # the ranking fills a small budget first
+    moved = with_definition(snippets, "helper_7")
+    assert [s.rank for s in moved if s.names == ("helper_7",)] == [-1]
+    assert "def helper_7(a, b):" in _snippet_block(moved, 40, count, "#")
+    assert with_definition(snippets, "absent") == snippets           # nothing defines it: the same snippets
+    assert [s.rank for s in with_definition(snippets, "helper_7", 0) if s.names == ("helper_7",)] == [0]
