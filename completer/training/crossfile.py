@@ -333,11 +333,12 @@ def samples(projects: dict[tuple[str, str], dict[str, str]], engine, *, seed: in
                 positions += [p for _ in range(random_per_file) if (p := _random_position(project, target, rng))]
                 for pos in positions:
                     with_context = rng.random() >= no_context
+                    force = rng.random() < force_definition      # drawn always: the same positions at any share
                     share = rng.choice(SHARES)
                     snippets = (project_snippets(root, pos.path, pos.document, pos.offset, language,
                                                  CONTEXT_SOURCES, workspaces) if with_context else [])
-                    if snippets and pos.name and rng.random() < force_definition:
-                        snippets = with_definition(snippets, pos.name, rng.choice((-1, 0)))
+                    if snippets and pos.name and force:
+                        snippets = with_definition(snippets, pos.name, -(pos.offset % 2))   # first, or among rank 0
                     settings = pipeline.Settings(budget_tokens=budget_tokens, snippet_share=share)
                     plan = pipeline.plan(SourceFile(uri_of(pos.path), language, pos.document), pos.offset, engine,
                                          settings, snippets=snippets)
