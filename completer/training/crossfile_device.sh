@@ -11,7 +11,9 @@
 #   python -m completer.training.crossfile BUILD/train.jsonl.xz xf.npz && xz -k xf.npz
 #   (held-out: package_fetch + build of completer/training/crossfile_heldout_packages.json, then
 #    python -m completer.training.crossfile HELD/heldout.jsonl.xz held-ctx.npz --no-context 0 --files-per-project 12 --seed 1
-#    and the same with --no-context 1 into held-noctx.npz: the same positions, with and without the block)
+#    and the same with --no-context 1 into held-noctx.npz: the same positions, with and without the block;
+#    stage 3 also --force-definition 1 into held-def.npz, the same positions with the needed definition in the block,
+#    read when HELD_DEF=1, and made xf.npz with --force-definition 0.5)
 # Two calls: bash bench/vllm/slim.sh out and move completer/models/house/v2 aside (the tree is then ~3 MB); call 1
 # carries part00 (61 MB) and copies it to /tmp/s; call 2, within the 30 s the machine stays warm, carries the rest
 # and runs:  bash completer/training/crossfile_device.sh /tmp/s $OUT
@@ -27,5 +29,6 @@ python3 -m completer.training.fim_lora --base "$S/smollm2.gguf" --base-name gguf
   --corpus "$S/train.jsonl.xz" --heldout "$S/heldout.jsonl.xz" --heldout-windows 16 --corpus-mb 400 \
   --init-delta "$S/model.delta" --samples "$S/xf.npz" --samples-share "${SHARE:-0.4}" \
   --heldout-samples "with context=$S/held-ctx.npz" --heldout-samples "without context=$S/held-noctx.npz" \
+  ${HELD_DEF:+--heldout-samples "with its definition=$S/held-def.npz"} \
   --rank 16 --alpha 32 --lr 2e-4 --batch 32 --seq-len 1024 --minutes "${MINUTES:-5}" --checkpoint-minutes 2.5 \
   --out "$OUT/fim" 2>&1 | tr '\r' '\n' | tee "$OUT/train.log"
