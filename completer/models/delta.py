@@ -39,23 +39,29 @@ def read_delta(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     return tensors, meta
 
 
+def _adapted(delta: dict[str, torch.Tensor], meta: dict) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """The weights ``delta`` adapts, in name order: ``(name, A [r, in], B [out, r])`` in float32, the scale not
+    applied. ValueError when their number is not the metadata's ``n_adapted`` (a truncated or mixed-up file)."""
+    out = [(key[: -len(".lora_A")], delta[key].float(), delta[key[: -len(".lora_A")] + ".lora_B"].float())
+           for key in sorted(delta) if key.endswith(".lora_A")]
+    expected = int(meta.get("n_adapted", len(out)))
+    if len(out) != expected:
+        raise ValueError(f"the delta file holds {len(out)} adapted weights, its metadata says {expected}")
+    return out
+
+
 def apply_delta(state: dict[str, torch.Tensor], delta: dict[str, torch.Tensor], meta: dict) -> dict[str, torch.Tensor]:
     """``state`` (base weights, float32, Hugging Face names) with the delta added, in place; returns it. Fails
     clearly when the delta names a weight the base lacks or whose shape differs (a delta made for another base)."""
     scale = float(meta.get("scale", "1"))
-    done = set()
-    for key in sorted(delta):
-        if key.endswith(".lora_A"):
-            name = key[: -len(".lora_A")]
-            a, b = delta[key].float(), delta[name + ".lora_B"].float()
-            if name not in state:
-                raise ValueError(f"the delta adapts {name}, which the base model does not have")
-            w = state[name]
-            if (b.shape[0], a.shape[1]) != tuple(w.shape):
-                raise ValueError(f"the delta for {name} is {b.shape[0]}x{a.shape[1]}; the base's is "
-                                 f"{tuple(w.shape)}: a delta made for another base model")
-            state[name] = w.float() + (b @ a) * scale
-            done.add(name)
+    for name, a, b in _adapted(delta, meta):
+        if name not in state:
+            raise ValueError(f"the delta adapts {name}, which the base model does not have")
+        w = state[name]
+        if (b.shape[0], a.shape[1]) != tuple(w.shape):
+            raise ValueError(f"the delta for {name} is {b.shape[0]}x{a.shape[1]}; the base's is "
+                             f"{tuple(w.shape)}: a delta made for another base model")
+        state[name] = w.float() + (b @ a) * scale
     if "model.embed_tokens.rows" in delta:
         rows, d = delta["model.embed_tokens.rows"].long(), delta["model.embed_tokens.delta"].float()
         w = state["model.embed_tokens.weight"].float().clone()
@@ -63,9 +69,6 @@ def apply_delta(state: dict[str, torch.Tensor], delta: dict[str, torch.Tensor], 
         state["model.embed_tokens.weight"] = w
         if "lm_head.weight" in state and meta.get("tied", "1") == "1":
             state["lm_head.weight"] = w
-    expected = int(meta.get("n_adapted", len(done)))
-    if len(done) != expected:
-        raise ValueError(f"the delta file holds {len(done)} adapted weights, its metadata says {expected}")
     return state
 
 
@@ -83,22 +86,13 @@ def block_deltas(delta: dict[str, torch.Tensor], meta: dict, config) -> dict[str
     ValueError when the delta adapts a matrix the blocks do not hold (then it needs the float32 weights)."""
     scale = float(meta.get("scale", "1"))
     per: dict[str, dict[int, tuple[torch.Tensor, torch.Tensor]]] = {}
-    n = 0
-    for key in sorted(delta):
-        if not key.endswith(".lora_A"):
-            continue
-        name = key[: -len(".lora_A")]                                   # model.layers.{i}.{module}.weight
+    for name, a, b in _adapted(delta, meta):                          # model.layers.{i}.{module}.weight
         parts = name.split(".")
         where = _STACKED.get(".".join(parts[3:5])) if name.startswith("model.layers.") and len(parts) == 6 else None
         if where is None:
             raise ValueError(f"the delta adapts {name}, which a GGUF's blocks do not hold as one of a layer's "
                              f"matrices")
-        a, b = delta[key].float(), delta[name + ".lora_B"].float() * scale
-        per.setdefault(f"model.layers.{parts[2]}.{where[0]}", {})[where[1]] = (a, b)
-        n += 1
-    expected = int(meta.get("n_adapted", n))
-    if n != expected:
-        raise ValueError(f"the delta file holds {n} adapted weights, its metadata says {expected}")
+        per.setdefault(f"model.layers.{parts[2]}.{where[0]}", {})[where[1]] = (a, b * scale)
     c = config
     q, kv = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
     outs = {"qkv": (q, kv, kv), "o": (c.hidden_size,), "gate_up": (c.intermediate_size,) * 2,
