@@ -124,6 +124,48 @@ export class InlineBridge {
   }
 }
 
+/** After a partial answer the extension asks for the rest at once (`editor.action.inlineSuggest.trigger`). VS Code
+ * may cancel that request itself with no key typed (seen on a loaded 2-core machine), and then nothing asked again
+ * until the next key: the partial ghost text stayed. So a cancelled request at the place of a partial answer (same
+ * document version, same cursor) asks again, `REST_RETRIES` times at most, `REST_RETRY_MS` apart. */
+export const REST_RETRIES = 3;
+export const REST_RETRY_MS = 50;
+
+export type Outcome = 'partial' | 'cancelled' | 'answered';
+
+export class RestAsker {
+  private pending: { uri: string; version: number; line: number; character: number; tries: number } | null = null;
+
+  /** `trigger` asks the editor for a completion there if the document and cursor are still as given. */
+  constructor(
+    private readonly trigger: (uri: string, version: number, position: Position) => void,
+    private readonly setTimer: (fn: () => void, ms: number) => unknown = (fn, ms) => setTimeout(fn, ms),
+  ) {}
+
+  /** What the provider call at (`uri`, `version`, `position`) ended with. */
+  provided(uri: string, version: number, position: Position, outcome: Outcome): void {
+    const p = this.pending;
+    const here = p !== null && p.uri === uri && p.version === version && p.line === position.line
+      && p.character === position.character;
+    if (outcome === 'partial') {
+      this.pending = { uri, version, line: position.line, character: position.character, tries: 0 };
+      this.ask(0);
+    } else if (outcome === 'cancelled' && here && p.tries < REST_RETRIES) {
+      p.tries++;
+      this.ask(REST_RETRY_MS);
+    } else if (outcome === 'answered' || !here) {
+      this.pending = null;
+    }
+  }
+
+  private ask(ms: number): void {
+    const p = this.pending!;
+    this.setTimer(() => {
+      if (this.pending === p) this.trigger(p.uri, p.version, { line: p.line, character: p.character });
+    }, ms);
+  }
+}
+
 /** The `completer/didAccept` notification (lsp/README.md): what the user accepted of the ghost text, so that the
  * server counts accepted and retained characters. VS Code runs an item's command when the whole item is accepted;
  * an accept-word or accept-line is seen by the server in the document's next edit. */

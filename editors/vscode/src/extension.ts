@@ -10,7 +10,8 @@ import {
   CloseAction, ErrorAction, LanguageClient, LanguageClientOptions, ServerOptions,
 } from 'vscode-languageclient/node';
 import {
-  CursorReporter, DID_ACCEPT, DID_MOVE_CURSOR, didAcceptParams, InlineBridge, PARTIAL_GHOST_CAPABILITY, TriggerKind,
+  CursorReporter, DID_ACCEPT, DID_MOVE_CURSOR, didAcceptParams, InlineBridge, PARTIAL_GHOST_CAPABILITY, RestAsker,
+  TriggerKind,
 } from './bridge';
 import { connectTcp, resolveServer } from './launch';
 import {
@@ -140,6 +141,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     void vscode.window.showErrorMessage(`completer: ${message}`);
   };
 
+  // asks for the rest of a partial answer, not if the user moved on
+  const rest = new RestAsker((uri, version, at) => {
+    const editor = vscode.window.activeTextEditor;
+    if (editor?.document.uri.toString() === uri && editor.document.version === version
+        && editor.selection.active.isEqual(new vscode.Position(at.line, at.character))) {
+      void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
+    }
+  });
+
   const register = (s: CompleterSettings) => {
     provider?.dispose();
     provider = vscode.languages.registerInlineCompletionItemProvider(documentSelector(s), {
@@ -156,17 +166,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         const uri = document.uri.toString();
         const version = document.version;
         const items = await bridge.provide(uri, position, trigger, token, selected);
-        if (items.some((it) => it.partial)) {
-          // what the model had written when the answer was due: shown now, and the rest asked for at once (the
-          // server answers the same text's next request when the rest is there); not if the user moved on
-          setTimeout(() => {
-            const editor = vscode.window.activeTextEditor;
-            if (editor?.document === document && document.version === version
-                && editor.selection.active.isEqual(position)) {
-              void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
-            }
-          }, 0);
-        }
+        // a partial answer: what the model had written when the answer was due, shown now, and the rest asked for
+        // at once (the server answers the same text's next request when the rest is there); asked again if VS Code
+        // cancels that request with no key typed (RestAsker)
+        rest.provided(uri, version, position, items.some((it) => it.partial) ? 'partial'
+          : token.isCancellationRequested ? 'cancelled' : 'answered');
         // the item's command runs when the user accepts it: the server learns of the accept (completer/didAccept)
         return items.map((it) => new vscode.InlineCompletionItem(it.text, new vscode.Range(
           it.range.start.line, it.range.start.character, it.range.end.line, it.range.end.character),

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   CURSOR_REST_MS, CursorReporter, DID_ACCEPT, DID_MOVE_CURSOR, didAcceptParams, InlineBridge, inlineParams,
-  InlineCompletionParams, toGhostItems, TriggerKind,
+  InlineCompletionParams, REST_RETRIES, REST_RETRY_MS, RestAsker, toGhostItems, TriggerKind,
 } from '../src/bridge';
 
 const at = (line: number, character: number) => ({ line, character });
@@ -113,4 +113,36 @@ test('a cursor that rests other than by typing is reported as completer/didMoveC
   r.moved('file:///a.py', at(0, 0), 1);          // reopened: reported again
   fire();
   assert.equal(sent.length, 3);
+});
+
+test('the rest of a partial answer is asked for again when VS Code cancels the re-ask, not once the user moved on', () => {
+  const asked: Array<[string, number, { line: number; character: number }]> = [];
+  const timers: Array<{ fn: () => void; ms: number }> = [];
+  const r = new RestAsker((uri, version, position) => asked.push([uri, version, position]),
+    (fn, ms) => { timers.push({ fn, ms }); });
+  const fire = () => timers.splice(0).forEach((t) => t.fn());
+  const a = 'file:///a.py';
+  r.provided(a, 4, at(2, 5), 'partial');            // shown, and the rest asked for at once
+  fire();
+  assert.deepEqual(asked, [[a, 4, at(2, 5)]]);
+  for (let i = 0; i < REST_RETRIES + 2; i++) {      // VS Code cancels the re-ask, no key typed: asked again, a few times
+    r.provided(a, 4, at(2, 5), 'cancelled');
+    assert.ok(timers.length <= 1);
+    if (timers.length) assert.equal(timers[0].ms, REST_RETRY_MS);
+    fire();
+  }
+  assert.equal(asked.length, 1 + REST_RETRIES);
+  r.provided(a, 4, at(2, 5), 'partial');            // a partial answer again (progress): asks, retries anew
+  r.provided(a, 4, at(2, 5), 'answered');           // the whole answer came before the timer: nothing asked
+  fire();
+  assert.equal(asked.length, 1 + REST_RETRIES);
+  r.provided(a, 4, at(2, 5), 'partial');
+  fire();
+  r.provided(a, 5, at(2, 6), 'cancelled');          // the user typed on: that request's cancel asks nothing
+  r.provided(a, 4, at(2, 5), 'cancelled');          // nor does a late cancel of the old place
+  fire();
+  assert.equal(asked.length, 2 + REST_RETRIES);
+  r.provided(a, 6, at(2, 7), 'cancelled');          // a cancel with no partial answer before: nothing
+  fire();
+  assert.equal(asked.length, 2 + REST_RETRIES);
 });
