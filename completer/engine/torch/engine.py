@@ -33,6 +33,7 @@ from ..choice import resolve as resolve_speculation
 from ..config import EngineConfig
 from .caches import Caches, DocumentCaches
 from .costs import StepCosts
+from . import heap
 from .faults import StepFaults
 from .input import InputProcessing, Running
 from .output import OutputProcessing
@@ -117,6 +118,7 @@ class TorchEngine(InputProcessing, Scheduling, OutputProcessing, StepCosts, Step
         # tokens: ~350 ms that the first keystroke of a fresh server waited for; the house vocabulary: a few ms)
         healing.prepare(self.tokenizer)
         self._init_state()
+        heap.give_back()                          # what the load freed, not kept resident (completer/engine/torch/heap.py)
 
     @functools.cached_property
     def prompt_s_per_token(self) -> float:
