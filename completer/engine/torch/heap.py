@@ -1,10 +1,11 @@
 """Freed memory the C allocator still holds, given back to the system.
 
-glibc's malloc keeps what a process frees in its heap for reuse, and returns it to the system only from the heap's
-top; what loading a model frees below live data (the GGUF's metadata, the tokenizer's and the token-healing table's
-construction) stays resident for the life of the process: ~20 MB of SmolLM2's start here
-(``bench/results/peer/smollm2-memory-trim/``). ``malloc_trim(0)`` returns those pages (``madvise``, the addresses
-stay reserved); a later allocation there faults them in again, so it runs once the load is done, not per request.
+glibc's malloc keeps what a process frees in its heaps (the main one and one arena per thread that allocates) for
+reuse, and returns it to the system only from a heap's top; what loading a model frees below live data stays
+resident for the life of the process: 26 MB of SmolLM2's start with two threads here, none with one
+(``bench/results/peer/smollm2-memory-trim/``). ``malloc_trim(0)`` returns those pages of every arena (``madvise``,
+the addresses stay reserved); a later allocation there faults them in again, so it runs once the load is done, not
+per request.
 """
 
 from __future__ import annotations
